@@ -1,0 +1,123 @@
+"""The ``ms-pruner`` command line (also ``python -m ms_pruner``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from typing import List, Optional
+
+from .errors import UserError
+
+DEFAULT_GPU_WORKLOAD = "matmul:4096x4096x4096:float16:float32"
+DEFAULT_CPU_WORKLOAD = "matmul:128x128x128:float32:float32"
+
+
+def _default_work_dir(spec: str, target_kind: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", spec)
+    return os.path.join("ms_pruner_work", f"{safe}-{target_kind}")
+
+
+def cmd_tune(args) -> int:
+    from .hardware import resolve_target
+    from .workloads import parse_workload
+
+    if args.workload is not None:
+        parse_workload(args.workload)  # bad specs fail before any device probing
+    choice = resolve_target(args.target, args.gpu, require_device=True)
+    spec = args.workload or (DEFAULT_GPU_WORKLOAD if choice.is_cuda else DEFAULT_CPU_WORKLOAD)
+    workload = parse_workload(spec)
+    work_dir = args.work_dir or _default_work_dir(workload.spec, choice.target.kind.name)
+
+    from .tuning import tune_tir
+
+    result = tune_tir(
+        workload.prim_func(),
+        choice.target,
+        work_dir,
+        args.trials,
+        strategy=args.strategy,
+        builder=args.builder,
+        seed=args.seed,
+        num_trials_per_iter=args.per_iter,
+        pretrained=args.pretrained,
+        progress=not args.no_progress,
+    )
+    if args.json:
+        print(json.dumps(dict(vars(result), best_tflops=result.best_tflops, workload=workload.spec)))
+        return 0
+    if result.new_trials == 0:
+        print(f"work dir {work_dir} already holds {result.records} records of {workload.spec}; nothing to do")
+    if result.best_latency_s is None:
+        print(f"{workload.spec}: {result.records} records, none ran successfully (see {work_dir}/logs)")
+        return 1
+    for timing in result.rounds:
+        print(
+            f"round {timing['round']}: {timing['trials']} trials, search {timing['search_s']:.1f}s, "
+            f"build {timing['build_s']:.1f}s ({timing['build_errors']} errors), run {timing['run_s']:.1f}s "
+            f"({timing['run_errors']} errors)"
+        )
+    print(
+        f"{workload.spec} on {choice.target.kind.name}: best {result.best_latency_s * 1e6:.2f} us "
+        f"({result.best_tflops:.3f} TFLOP/s), {result.records} records ({result.new_trials} new) "
+        f"in {work_dir}"
+    )
+    return 0
+
+
+def cmd_show(args) -> int:
+    from .tuning.records import describe_best, group_by_workload, open_database
+
+    database = open_database(args.work_dir)
+    records = list(database.get_all_tuning_records())
+    if not records:
+        print(f"{args.work_dir}: no tuning records")
+        return 1
+    for group in group_by_workload(records).values():
+        print(describe_best(group))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ms-pruner", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    tune = sub.add_parser("tune", help="tune one workload (a MetaSchedule work dir; reruns resume)")
+    tune.add_argument("workload", nargs="?", default=None,
+                      help=f"workload spec, e.g. {DEFAULT_GPU_WORKLOAD} (default: that on a GPU, "
+                           f"{DEFAULT_CPU_WORKLOAD} on CPU)")
+    tune.add_argument("--target", default="auto", help="llvm | cuda | GPU name or TVM tag | auto")
+    tune.add_argument("--gpu", default=None, help="GPU spec name (h100, a100, ...); default: detected")
+    tune.add_argument("--trials", type=int, default=64, help="total trials in the work dir")
+    tune.add_argument("--strategy", default="stock", help="stock | pruner | moa")
+    tune.add_argument("--work-dir", default=None)
+    tune.add_argument("--seed", type=int, default=None)
+    tune.add_argument("--builder", default="pruner", help="pruner (ours) | stock (MetaSchedule's)")
+    tune.add_argument("--per-iter", type=int, default=64, help="trials measured per round")
+    tune.add_argument("--pretrained", default=None, help="pretrained PaCM model for --strategy moa")
+    tune.add_argument("--no-progress", action="store_true")
+    tune.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    tune.set_defaults(func=cmd_tune)
+
+    show = sub.add_parser("show", help="print the best record of each workload in a work dir")
+    show.add_argument("--work-dir", required=True)
+    show.set_defaults(func=cmd_show)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UserError as err:
+        print(f"ms-pruner: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ms-pruner: interrupted; records measured so far are kept in the work dir", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

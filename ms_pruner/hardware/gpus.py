@@ -1,0 +1,321 @@
+"""GPU descriptions from public datasheets, used by the static analyzer and to build targets.
+
+Every number the analyzer turns into time comes from here, so a new GPU is one table entry.
+Peaks are dense (no structured sparsity) at the boost clock. L2 bandwidth is not published as a
+datasheet figure for every part; where it is not, it is derived as bytes-per-clock times the boost
+clock, and the entry says so in ``notes``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Optional
+
+from ..errors import UserError
+
+KIB = 1024
+MIB = 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class GPUSpec:
+    """Per-device limits and throughputs of one NVIDIA GPU."""
+
+    name: str
+    marketing_name: str
+    arch: str  # TVM's "sm_XX" string
+    sm_count: int
+    boost_clock_mhz: int
+    fp16_tensor_tflops: float  # fp16 inputs, fp16 accumulate, dense
+    fp16_tensor_fp32acc_tflops: float  # fp16 inputs, fp32 accumulate, dense
+    fp32_tflops: float  # CUDA-core FMA peak (2 FLOP per FMA)
+    dram_gbps: float
+    l2_gbps: float
+    l2_bytes: int
+    smem_per_sm_bytes: int
+    smem_per_block_bytes: int  # opt-in maximum for one block (dynamic shared memory)
+    smem_per_block_default_bytes: int  # static limit without opt-in
+    regs_per_sm: int
+    regs_per_block: int
+    max_regs_per_thread: int
+    max_threads_per_sm: int
+    max_threads_per_block: int
+    max_blocks_per_sm: int
+    warp_size: int
+    smem_bytes_per_clock_per_sm: int
+    tvm_tag: Optional[str]
+    notes: str = ""
+
+    @property
+    def max_warps_per_sm(self) -> int:
+        return self.max_threads_per_sm // self.warp_size
+
+    @property
+    def smem_gbps(self) -> float:
+        """Aggregate shared-memory bandwidth of all SMs, GB/s."""
+        return self.smem_bytes_per_clock_per_sm * self.sm_count * self.boost_clock_mhz * 1e6 / 1e9
+
+    def tensor_tflops(self, accumulate_dtype: str) -> float:
+        if accumulate_dtype == "float16":
+            return self.fp16_tensor_tflops
+        return self.fp16_tensor_fp32acc_tflops
+
+    def target(self, max_shared_memory_per_block: Optional[int] = None):
+        """The MetaSchedule target for this GPU.
+
+        By default this is exactly what TVM's tag gives (48 KiB shared memory per block, as stock
+        MetaSchedule tunes), so records from us and from stock MetaSchedule are comparable.
+        ``max_shared_memory_per_block`` raises the cap towards ``smem_per_block_bytes``.
+        """
+        from tvm.target import Target
+
+        config = {
+            "kind": "cuda",
+            "arch": self.arch,
+            "keys": ["cuda", "gpu"],
+            "max_num_threads": self.max_threads_per_block,
+            "max_threads_per_block": self.max_threads_per_block,
+            "thread_warp_size": self.warp_size,
+            "registers_per_block": self.regs_per_block,
+            "max_shared_memory_per_block": self.smem_per_block_default_bytes,
+            "l2_cache_size_bytes": self.l2_bytes,
+        }
+        if self.tvm_tag is not None:
+            config = dict(Target(self.tvm_tag).export())
+        if max_shared_memory_per_block is not None:
+            if max_shared_memory_per_block > self.smem_per_block_bytes:
+                raise UserError(
+                    f"max_shared_memory_per_block {max_shared_memory_per_block} exceeds the "
+                    f"{self.name} opt-in limit of {self.smem_per_block_bytes} bytes"
+                )
+            config["max_shared_memory_per_block"] = max_shared_memory_per_block
+        return Target(config)
+
+    # Named constructors for the common parts, so call sites read ``GPUSpec.h100()``.
+    @classmethod
+    def h100(cls) -> "GPUSpec":
+        return GPUS["h100"]
+
+    @classmethod
+    def a100(cls) -> "GPUSpec":
+        return GPUS["a100"]
+
+
+def _ampere_hopper_common(**kw) -> dict:
+    base = dict(
+        regs_per_sm=65536,
+        regs_per_block=65536,
+        max_regs_per_thread=255,
+        max_threads_per_sm=2048,
+        max_threads_per_block=1024,
+        max_blocks_per_sm=32,
+        warp_size=32,
+        smem_bytes_per_clock_per_sm=128,
+        smem_per_block_default_bytes=48 * KIB,
+    )
+    base.update(kw)
+    return base
+
+
+def _geforce_common(**kw) -> dict:
+    base = _ampere_hopper_common(max_threads_per_sm=1536, max_blocks_per_sm=16)
+    base.update(kw)
+    return base
+
+
+GPUS: Dict[str, GPUSpec] = {
+    spec.name: spec
+    for spec in [
+        GPUSpec(
+            name="a100",
+            marketing_name="NVIDIA A100-SXM4-40GB",
+            arch="sm_80",
+            sm_count=108,
+            boost_clock_mhz=1410,
+            fp16_tensor_tflops=312.0,
+            fp16_tensor_fp32acc_tflops=312.0,
+            fp32_tflops=19.5,
+            dram_gbps=1555.0,
+            l2_gbps=5120 * 1.41,
+            l2_bytes=40 * MIB,
+            smem_per_sm_bytes=164 * KIB,
+            smem_per_block_bytes=163 * KIB,
+            tvm_tag="nvidia/nvidia-a100",
+            notes="L2 = 5120 B/clk (A100 whitepaper) x boost clock",
+            **_ampere_hopper_common(),
+        ),
+        GPUSpec(
+            name="a100-80gb",
+            marketing_name="NVIDIA A100-SXM4-80GB",
+            arch="sm_80",
+            sm_count=108,
+            boost_clock_mhz=1410,
+            fp16_tensor_tflops=312.0,
+            fp16_tensor_fp32acc_tflops=312.0,
+            fp32_tflops=19.5,
+            dram_gbps=2039.0,
+            l2_gbps=5120 * 1.41,
+            l2_bytes=40 * MIB,
+            smem_per_sm_bytes=164 * KIB,
+            smem_per_block_bytes=163 * KIB,
+            tvm_tag="nvidia/nvidia-a100",
+            notes="L2 = 5120 B/clk (A100 whitepaper) x boost clock",
+            **_ampere_hopper_common(),
+        ),
+        GPUSpec(
+            name="h100",
+            marketing_name="NVIDIA H100 80GB HBM3 (SXM5)",
+            arch="sm_90a",
+            sm_count=132,
+            boost_clock_mhz=1980,
+            fp16_tensor_tflops=989.4,
+            fp16_tensor_fp32acc_tflops=989.4,
+            fp32_tflops=66.9,
+            dram_gbps=3350.0,
+            l2_gbps=5120 * 1.98,
+            l2_bytes=50 * MIB,
+            smem_per_sm_bytes=228 * KIB,
+            smem_per_block_bytes=227 * KIB,
+            tvm_tag="nvidia/nvidia-h100",
+            notes="L2 bandwidth not published; 5120 B/clk assumed as on A100, x boost clock",
+            **_ampere_hopper_common(),
+        ),
+        GPUSpec(
+            name="h100-pcie",
+            marketing_name="NVIDIA H100 PCIe 80GB",
+            arch="sm_90a",
+            sm_count=114,
+            boost_clock_mhz=1755,
+            fp16_tensor_tflops=756.0,
+            fp16_tensor_fp32acc_tflops=756.0,
+            fp32_tflops=51.2,
+            dram_gbps=2000.0,
+            l2_gbps=5120 * 1.755,
+            l2_bytes=50 * MIB,
+            smem_per_sm_bytes=228 * KIB,
+            smem_per_block_bytes=227 * KIB,
+            tvm_tag="nvidia/nvidia-h100",
+            notes="L2 bandwidth not published; 5120 B/clk assumed, x boost clock",
+            **_ampere_hopper_common(),
+        ),
+        GPUSpec(
+            name="h200",
+            marketing_name="NVIDIA H200 141GB HBM3e (SXM)",
+            arch="sm_90a",
+            sm_count=132,
+            boost_clock_mhz=1980,
+            fp16_tensor_tflops=989.4,
+            fp16_tensor_fp32acc_tflops=989.4,
+            fp32_tflops=66.9,
+            dram_gbps=4800.0,
+            l2_gbps=5120 * 1.98,
+            l2_bytes=50 * MIB,
+            smem_per_sm_bytes=228 * KIB,
+            smem_per_block_bytes=227 * KIB,
+            tvm_tag="nvidia/nvidia-h100",
+            notes="same GH100 die as H100 SXM; L2 bandwidth assumed as for H100",
+            **_ampere_hopper_common(),
+        ),
+        GPUSpec(
+            name="rtx3090",
+            marketing_name="NVIDIA GeForce RTX 3090",
+            arch="sm_86",
+            sm_count=82,
+            boost_clock_mhz=1695,
+            fp16_tensor_tflops=142.0,
+            fp16_tensor_fp32acc_tflops=71.0,
+            fp32_tflops=35.6,
+            dram_gbps=936.0,
+            l2_gbps=2048 * 1.695,
+            l2_bytes=6 * MIB,
+            smem_per_sm_bytes=128 * KIB,
+            smem_per_block_bytes=99 * KIB,
+            tvm_tag="nvidia/geforce-rtx-3090",
+            notes="GA102: fp32-accumulate tensor rate is half the fp16 rate; L2 2048 B/clk assumed",
+            **_geforce_common(),
+        ),
+        GPUSpec(
+            name="rtx4090",
+            marketing_name="NVIDIA GeForce RTX 4090",
+            arch="sm_89",
+            sm_count=128,
+            boost_clock_mhz=2520,
+            fp16_tensor_tflops=330.3,
+            fp16_tensor_fp32acc_tflops=165.2,
+            fp32_tflops=82.6,
+            dram_gbps=1008.0,
+            l2_gbps=5120 * 2.52,
+            l2_bytes=72 * MIB,
+            smem_per_sm_bytes=128 * KIB,
+            smem_per_block_bytes=99 * KIB,
+            tvm_tag="nvidia/geforce-rtx-4090",
+            notes="AD102: fp32-accumulate tensor rate is half; L2 5120 B/clk assumed",
+            **_geforce_common(max_blocks_per_sm=24),
+        ),
+        GPUSpec(
+            name="l4",
+            marketing_name="NVIDIA L4",
+            arch="sm_89",
+            sm_count=58,
+            boost_clock_mhz=2040,
+            fp16_tensor_tflops=121.0,
+            fp16_tensor_fp32acc_tflops=121.0,
+            fp32_tflops=30.3,
+            dram_gbps=300.0,
+            l2_gbps=5120 * 2.04,
+            l2_bytes=48 * MIB,
+            smem_per_sm_bytes=100 * KIB,
+            smem_per_block_bytes=99 * KIB,
+            tvm_tag=None,
+            notes="AD104; no TVM tag, the target is built from this entry; L2 5120 B/clk assumed",
+            **_geforce_common(max_blocks_per_sm=24),
+        ),
+    ]
+}
+
+_ALIASES = {
+    "a100-40gb": "a100",
+    "a100-sxm4-40gb": "a100",
+    "a100-sxm4-80gb": "a100-80gb",
+    "h100-sxm": "h100",
+    "h100-sxm5": "h100",
+    "3090": "rtx3090",
+    "rtx-3090": "rtx3090",
+    "geforce-rtx-3090": "rtx3090",
+    "4090": "rtx4090",
+    "rtx-4090": "rtx4090",
+    "geforce-rtx-4090": "rtx4090",
+    "nvidia-l4": "l4",
+}
+
+
+def get_gpu_spec(name: str) -> GPUSpec:
+    """Look a GPU up by short name (``h100``), alias, TVM tag or marketing name."""
+    key = name.strip().lower()
+    key = key.split("/", 1)[1] if key.startswith("nvidia/") else key
+    key = key[len("nvidia-"):] if key.startswith("nvidia-") and key not in _ALIASES else key
+    key = _ALIASES.get(key, key)
+    if key in GPUS:
+        return GPUS[key]
+    for spec in GPUS.values():
+        if spec.marketing_name.lower() == name.strip().lower():
+            return spec
+    raise UserError(f"unknown GPU '{name}'; known: {', '.join(sorted(GPUS))}")
+
+
+def spec_from_device_name(device_name: str) -> Optional[GPUSpec]:
+    """Map a CUDA device name (e.g. 'NVIDIA H100 80GB HBM3') to a spec, or None."""
+    lowered = device_name.lower()
+    rules = [
+        ("h200", "h200"),
+        ("h100 pcie", "h100-pcie"),
+        ("h100", "h100"),
+        ("a100", "a100-80gb" if "80gb" in lowered else "a100"),
+        ("3090", "rtx3090"),
+        ("4090", "rtx4090"),
+        (" l4", "l4"),
+    ]
+    for needle, name in rules:
+        if needle in lowered:
+            return GPUS[name]
+    return None

@@ -1,0 +1,73 @@
+"""A MetaSchedule design space in Python: sketches, random sampling and trace replay.
+
+Sampling drops a sketch's decisions and replays it on a fresh schedule, then applies the
+space's postprocessors (tensorize, cooperative fetch, VerifyGPUCode ...), exactly what
+EvolutionarySearch does in C++; a candidate that a postprocessor rejects is not returned.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Callable, List, Optional
+
+
+class DesignSpace:
+    """The sketches, postprocessors and mutators MetaSchedule would use for ``mod`` on ``target``."""
+
+    def __init__(self, mod, target, space="post-order-apply", context=None):
+        from tvm.s_tir import meta_schedule as ms
+
+        if context is None:
+            context = ms.TuneContext(mod=mod, target=target, space_generator=space, num_threads=1)
+        self.context = context
+        self.mod = context.mod
+        self.target = context.target
+        generator = context.space_generator
+        self.sketches = [s.trace.simplified(remove_postproc=True) for s in generator.generate_design_space(self.mod)]
+        self.postprocs = list(generator.postprocs)
+        self.mutator_probs = {m: float(p) for m, p in generator.mutator_probs.items()}
+
+    def replay(self, trace, seed: int, keep_decisions: bool = True,
+               decision_provider: Optional[Callable] = None):
+        """Apply ``trace`` to a fresh schedule and run the postprocessors; None if rejected."""
+        from tvm.s_tir.schedule import Schedule, Trace
+
+        trace = trace.simplified(remove_postproc=True)
+        if not keep_decisions:
+            trace = Trace(trace.insts, {})
+        sch = Schedule(self.mod, seed=seed, error_render_level="none")
+        try:
+            trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=decision_provider)
+        except Exception:  # pylint: disable=broad-except
+            return None
+        sch.enter_postproc()
+        for postproc in self.postprocs:
+            try:
+                if not postproc.apply(sch):
+                    return None
+            except Exception:  # pylint: disable=broad-except
+                return None
+        return sch
+
+    def sample(self, count: int, seed: int = 0, max_attempts: Optional[int] = None,
+               exclude: Optional[set] = None) -> List:
+        """Up to ``count`` distinct random candidates (post-processed Schedules)."""
+        import tvm_ffi
+
+        rng = random.Random(seed)
+        seen = set(exclude or ())
+        found = []
+        attempts = max_attempts if max_attempts is not None else 20 * count + 20
+        for _ in range(attempts):
+            if len(found) >= count:
+                break
+            sketch = self.sketches[rng.randrange(len(self.sketches))]
+            sch = self.replay(sketch, seed=rng.randrange(1, 2**30), keep_decisions=False)
+            if sch is None:
+                continue
+            key = int(tvm_ffi.structural_hash(sch.mod))
+            if key in seen:
+                continue
+            seen.add(key)
+            found.append(sch)
+        return found

@@ -1,0 +1,126 @@
+"""One call that tunes a TIR workload with a chosen strategy, our builder, timing and resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import List, Optional
+
+from ..errors import UserError
+from .records import best_record, mean_latency, open_database, records_for, workload_flops
+
+STRATEGIES = ("stock", "pruner", "moa")
+ROUND_LOG = os.path.join("logs", "ms_pruner_rounds.jsonl")
+
+
+@dataclasses.dataclass
+class TuneResult:
+    """What a tuning call did and where the work dir stands afterwards."""
+
+    work_dir: str
+    strategy: str
+    records: int
+    new_trials: int
+    best_latency_s: Optional[float]
+    flops: float
+    wall_s: float
+    rounds: List[dict]
+
+    @property
+    def best_tflops(self) -> Optional[float]:
+        return self.flops / self.best_latency_s / 1e12 if self.best_latency_s else None
+
+
+def search_components(strategy: str, target, pretrained: Optional[str] = None, seed: Optional[int] = None):
+    """(search strategy, cost model) for MetaSchedule, by strategy name."""
+    if strategy == "stock":
+        if pretrained:
+            raise UserError("--pretrained needs --strategy moa (stock MetaSchedule uses its own XGB model)")
+        return "evolutionary", "xgb"
+    if strategy in ("pruner", "moa"):
+        raise UserError(f"strategy '{strategy}' is not available yet; use --strategy stock")
+    raise UserError(f"unknown strategy '{strategy}'; choose one of {', '.join(STRATEGIES)}")
+
+
+def normalized_mod(mod):
+    """The single-function IRModule MetaSchedule stores as the workload of a PrimFunc."""
+    from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
+
+    return _normalize_mod(mod)
+
+
+def tune_tir(
+    mod,
+    target,
+    work_dir: str,
+    max_trials: int,
+    strategy: str = "stock",
+    *,
+    builder="pruner",
+    runner=None,
+    seed: Optional[int] = None,
+    num_trials_per_iter: int = 64,
+    pretrained: Optional[str] = None,
+    progress: bool = True,
+    search=None,
+) -> TuneResult:
+    """Tune ``mod`` until the work dir holds ``max_trials`` records of it for ``target``.
+
+    ``max_trials`` counts records already in ``work_dir``, so rerunning an interrupted call resumes
+    it and rerunning a finished one measures nothing. ``builder`` is "pruner", "stock" or a
+    Builder; ``runner`` defaults to our LocalRunner settings. ``search`` overrides the
+    (strategy, cost model) pair that ``strategy`` names.
+    """
+    from tqdm import tqdm
+    from tvm.s_tir import meta_schedule as ms
+
+    from ..builder import make_builder, make_runner
+    from .instrument import ProgressCallback, RoundClock, TimedBuilder, TimedRunner
+
+    if max_trials <= 0:
+        raise UserError(f"--trials must be positive, got {max_trials}")
+    workload = normalized_mod(mod)
+    os.makedirs(work_dir, exist_ok=True)
+    database = open_database(work_dir, create=True)
+    existing = records_for(database, workload, target)
+    remaining = max_trials - len(existing)
+    flops = workload_flops(workload)
+    started = time.perf_counter()
+    rounds: List[dict] = []
+    if remaining > 0:
+        strategy_obj, cost_model = search or search_components(strategy, target, pretrained, seed)
+        bar = tqdm(total=remaining, unit="trial", desc=f"tuning ({strategy})", disable=not progress)
+        clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=remaining)
+        inner_builder = make_builder(builder) if isinstance(builder, str) else builder
+        inner_runner = runner if runner is not None else make_runner()
+        try:
+            ms.tune_tir(
+                mod=workload,
+                target=target,
+                work_dir=work_dir,
+                max_trials_global=remaining,
+                num_trials_per_iter=min(num_trials_per_iter, remaining),
+                builder=TimedBuilder(inner_builder, clock),
+                runner=TimedRunner(inner_runner, clock),
+                database=database,
+                cost_model=cost_model,
+                strategy=strategy_obj,
+                measure_callbacks=ms.MeasureCallback.create("default") + [ProgressCallback(clock)],
+                seed=seed,
+            )
+        finally:
+            bar.close()
+        rounds = [dataclasses.asdict(r) for r in clock.rounds]
+    records = records_for(database, workload, target)
+    best = best_record(records)
+    return TuneResult(
+        work_dir=work_dir,
+        strategy=strategy,
+        records=len(records),
+        new_trials=len(records) - len(existing),
+        best_latency_s=mean_latency(best) if best is not None else None,
+        flops=flops,
+        wall_s=time.perf_counter() - started,
+        rounds=rounds,
+    )

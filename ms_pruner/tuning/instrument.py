@@ -1,0 +1,140 @@
+"""Per-round time accounting and progress: a timed builder/runner pair and a measure callback.
+
+MetaSchedule's task scheduler runs, per round: generate candidates (search), build, run, then the
+measure callbacks (database, cost-model update). Wrapping the builder and runner and appending a
+callback gives each phase's wall time without touching the scheduler. One JSON line per round goes
+to ``<work_dir>/logs/ms_pruner_rounds.jsonl``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import List, Optional
+
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.builder import PyBuilder
+from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+from tvm.s_tir.meta_schedule.runner import PyRunner
+
+FAILED_RUN_SECONDS = 1e9  # MetaSchedule stores failures as 1e10 s
+
+
+@dataclasses.dataclass
+class RoundTiming:
+    """Wall seconds of one measured batch, and what came out of it."""
+
+    round: int
+    task_id: int
+    trials: int
+    total_trials: int
+    search_s: float
+    build_s: float
+    run_s: float
+    build_errors: int
+    run_errors: int
+    best_latency_s: Optional[float]
+    wall_s: float
+
+
+class RoundClock:
+    """Timestamps shared by TimedBuilder, TimedRunner and ProgressCallback."""
+
+    def __init__(self, log_path: Optional[str] = None, progress=None, total_trials: int = 0):
+        self.start = time.perf_counter()
+        self.last_round_end = self.start
+        self.build_span = (0.0, 0.0)
+        self.run_span = (0.0, 0.0)
+        self.rounds: List[RoundTiming] = []
+        self.total_trials = total_trials
+        self.trials_done = 0
+        self.best_latency_s: Optional[float] = None
+        self.log_path = log_path
+        self.progress = progress
+
+    def finish_round(self, task_id: int, builder_results, runner_results) -> RoundTiming:
+        now = time.perf_counter()
+        build_errors = sum(1 for r in builder_results if r.error_msg is not None)
+        run_errors = 0
+        for built, ran in zip(builder_results, runner_results):
+            if built.error_msg is not None:
+                continue
+            if ran.error_msg is not None or not ran.run_secs:
+                run_errors += 1
+                continue
+            latency = sum(float(x) for x in ran.run_secs) / len(ran.run_secs)
+            if latency < FAILED_RUN_SECONDS and (self.best_latency_s is None or latency < self.best_latency_s):
+                self.best_latency_s = latency
+        self.trials_done += len(runner_results)
+        timing = RoundTiming(
+            round=len(self.rounds),
+            task_id=task_id,
+            trials=len(runner_results),
+            total_trials=self.trials_done,
+            search_s=max(0.0, self.build_span[0] - self.last_round_end),
+            build_s=self.build_span[1] - self.build_span[0],
+            run_s=self.run_span[1] - self.run_span[0],
+            build_errors=build_errors,
+            run_errors=run_errors,
+            best_latency_s=self.best_latency_s,
+            wall_s=now - self.start,
+        )
+        self.rounds.append(timing)
+        self.last_round_end = now
+        if self.log_path:
+            os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(dataclasses.asdict(timing)) + "\n")
+        if self.progress is not None:
+            self.progress.update(len(runner_results))
+            if self.best_latency_s is not None:
+                self.progress.set_postfix(best_us=f"{self.best_latency_s * 1e6:.1f}", refresh=False)
+        return timing
+
+
+@derived_object
+class TimedBuilder(PyBuilder):
+    """Forwards to a builder and records how long each batch took."""
+
+    def __init__(self, inner, clock: RoundClock):
+        super().__init__()
+        self.inner = inner
+        self.clock = clock
+
+    def build(self, build_inputs):
+        start = time.perf_counter()
+        results = self.inner.build(build_inputs)
+        self.clock.build_span = (start, time.perf_counter())
+        return results
+
+
+@derived_object
+class TimedRunner(PyRunner):
+    """Forwards to a runner, waits for the batch, and records how long it took."""
+
+    def __init__(self, inner, clock: RoundClock):
+        super().__init__()
+        self.inner = inner
+        self.clock = clock
+
+    def run(self, runner_inputs):
+        start = time.perf_counter()
+        futures = self.inner.run(runner_inputs)
+        for future in futures:
+            future.result()
+        self.clock.run_span = (start, time.perf_counter())
+        return futures
+
+
+@derived_object
+class ProgressCallback(PyMeasureCallback):
+    """Closes the round on the clock: progress bar, best latency so far, and the JSON log line."""
+
+    def __init__(self, clock: RoundClock):
+        super().__init__()
+        self.clock = clock
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+        self.clock.finish_round(task_id, builder_results, runner_results)

@@ -1,0 +1,148 @@
+"""Reading MetaSchedule work dirs and JSON databases: records, best record, trace summaries."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Dict, List, Optional
+
+from ..errors import UserError
+
+WORKLOAD_FILE = "database_workload.json"
+RECORD_FILE = "database_tuning_record.json"
+FAILED_RUN_SECONDS = 1e9
+
+
+def database_paths(path: str):
+    """(workload file, record file) for a work dir or database dir."""
+    return os.path.join(path, WORKLOAD_FILE), os.path.join(path, RECORD_FILE)
+
+
+def open_database(path: str, create: bool = False):
+    """Open the JSON database in ``path``; a missing or corrupt one is a one-line UserError.
+
+    Tensor-core traces name intrinsics, so they are registered before the records are parsed.
+    """
+    from tvm.s_tir import meta_schedule as ms
+
+    workload_file, record_file = database_paths(path)
+    if not create and not (os.path.isfile(workload_file) and os.path.isfile(record_file)):
+        raise UserError(f"no MetaSchedule database in '{path}' (expected {WORKLOAD_FILE} and {RECORD_FILE})")
+    import tvm.s_tir.tensor_intrin  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
+
+    try:
+        return ms.database.JSONDatabase(
+            path_workload=workload_file, path_tuning_record=record_file, allow_missing=create
+        )
+    except Exception as err:  # pylint: disable=broad-except
+        first = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        raise UserError(f"corrupt MetaSchedule database in '{path}': {first}") from None
+
+
+def mean_latency(record) -> float:
+    """Mean of ``run_secs`` in seconds; failed builds/runs come back as >= 1e9."""
+    secs = [float(x) for x in record.run_secs] if record.run_secs is not None else []
+    return sum(secs) / len(secs) if secs else float("inf")
+
+
+def is_valid(record) -> bool:
+    return mean_latency(record) < FAILED_RUN_SECONDS
+
+
+def same_workload(record, mod) -> bool:
+    import tvm_ffi
+
+    return bool(tvm_ffi.structural_equal(record.workload.mod, mod))
+
+
+def records_for(database, mod=None, target=None) -> List:
+    """All records of ``database`` (for one workload and target when given), in file order."""
+    records = list(database.get_all_tuning_records())
+    if mod is not None:
+        records = [r for r in records if same_workload(r, mod)]
+    if target is not None:
+        records = [r for r in records if same_target(r.target, target)]
+    return records
+
+
+def same_target(left, right) -> bool:
+    """Targets compare by content: their JSON keys come back in different orders."""
+    import json
+
+    return json.loads(str(left)) == json.loads(str(right))
+
+
+def best_record(records):
+    valid = [r for r in records if is_valid(r)]
+    return min(valid, key=mean_latency) if valid else None
+
+
+@dataclasses.dataclass
+class TraceSummary:
+    """The decisions that distinguish one tensor-core/CPU schedule from another."""
+
+    tiles: List[List[int]]
+    categorical: List[int]
+    tensor_intrinsics: List[str]
+    thread_bindings: List[str]
+
+    def __str__(self) -> str:
+        parts = ["tiles " + " ".join("x".join(str(t) for t in tile) for tile in self.tiles)]
+        if self.categorical:
+            parts.append("choices " + ",".join(str(c) for c in self.categorical))
+        if self.thread_bindings:
+            parts.append("binds " + ",".join(self.thread_bindings))
+        if self.tensor_intrinsics:
+            parts.append("intrinsics " + ",".join(self.tensor_intrinsics))
+        return "; ".join(parts)
+
+
+def summarize_trace(trace) -> TraceSummary:
+    tiles, categorical, intrinsics, binds = [], [], [], []
+    for inst in trace.insts:
+        name = inst.kind.name
+        decision = trace.get_decision(inst)
+        if name == "SamplePerfectTile" and decision is not None:
+            tiles.append([int(x) for x in decision])
+        elif name == "SampleCategorical" and decision is not None:
+            candidates = list(inst.attrs[0])
+            categorical.append(int(candidates[int(decision)]))
+        elif name == "Tensorize":
+            intrin = str(inst.attrs[0])
+            if intrin not in intrinsics:
+                intrinsics.append(intrin)
+        elif name == "Bind":
+            tag = str(inst.attrs[0])
+            if tag not in binds:
+                binds.append(tag)
+    return TraceSummary(tiles=tiles, categorical=categorical, tensor_intrinsics=intrinsics, thread_bindings=binds)
+
+
+def workload_flops(mod) -> float:
+    """FLOPs of a workload IRModule, as TVM estimates them from the unscheduled TIR."""
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    return float(estimate_tir_flops(mod))
+
+
+def group_by_workload(records) -> Dict[int, List]:
+    """Records grouped by their workload object (one group per distinct workload in the file)."""
+    import tvm_ffi
+
+    groups: Dict[int, List] = {}
+    for record in records:
+        groups.setdefault(int(tvm_ffi.structural_hash(record.workload.mod)), []).append(record)
+    return groups
+
+
+def describe_best(records, flops: Optional[float] = None) -> str:
+    best = best_record(records)
+    if best is None:
+        return f"{len(records)} records, none valid"
+    latency = mean_latency(best)
+    flops = workload_flops(best.workload.mod) if flops is None else flops
+    return (
+        f"{len(records)} records ({sum(1 for r in records if is_valid(r))} valid); best "
+        f"{latency * 1e6:.1f} us = {flops / latency / 1e12:.3f} TFLOP/s on {best.target.kind.name}; "
+        f"{summarize_trace(best.trace)}"
+    )

@@ -1,0 +1,16 @@
+"""Named, parameterised workloads as TensorIR PrimFuncs, their spec strings and suites."""
+
+from .definitions import KINDS
+from .spec import SUPPORTED_IN_DTYPES, SUPPORTED_OUT_DTYPES, Workload, as_workload, parse_workload
+from .suites import SUITES, get_suite
+
+__all__ = [
+    "KINDS",
+    "SUITES",
+    "SUPPORTED_IN_DTYPES",
+    "SUPPORTED_OUT_DTYPES",
+    "Workload",
+    "as_workload",
+    "get_suite",
+    "parse_workload",
+]

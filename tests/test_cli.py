@@ -1,0 +1,70 @@
+"""End-to-end CLI: real LocalBuilder/LocalRunner tuning on llvm, resume, errors."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ms_pruner.cli import main
+from ms_pruner.hardware import cuda_device_name
+from ms_pruner.tuning import open_database
+
+SPEC = "matmul:128x128x128:float32:float32"
+
+
+def _record_keys(work_dir):
+    with open(os.path.join(work_dir, "database_tuning_record.json"), encoding="utf-8") as handle:
+        return [line.strip() for line in handle if line.strip()]
+
+
+def test_tune_then_rerun_keeps_records(tmp_path, capsys):
+    work_dir = str(tmp_path / "wd")
+    assert main(["tune", SPEC, "--target", "llvm", "--trials", "16", "--work-dir", work_dir,
+                 "--seed", "0", "--no-progress"]) == 0
+    first = _record_keys(work_dir)
+    assert len(first) == 16
+    out = capsys.readouterr().out
+    assert "best" in out and "16 records (16 new)" in out
+    rounds = [json.loads(line) for line in open(os.path.join(work_dir, "logs", "ms_pruner_rounds.jsonl"))]
+    assert sum(r["trials"] for r in rounds) == 16 and all(r["build_errors"] == 0 for r in rounds)
+
+    # Same budget: nothing more to measure. Bigger budget: resumes, the first 16 stay.
+    assert main(["tune", SPEC, "--target", "llvm", "--trials", "16", "--work-dir", work_dir, "--no-progress"]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    assert main(["tune", SPEC, "--target", "llvm", "--trials", "20", "--work-dir", work_dir, "--no-progress"]) == 0
+    second = _record_keys(work_dir)
+    assert second[:16] == first and len(second) == 20
+    records = open_database(work_dir).get_all_tuning_records()
+    assert all(float(r.run_secs[0]) < 1.0 for r in records)
+
+    assert main(["show", "--work-dir", work_dir]) == 0
+    shown = capsys.readouterr().out
+    assert "20 records (20 valid)" in shown and "TFLOP/s" in shown and "tiles" in shown
+
+
+@pytest.mark.skipif(cuda_device_name() is not None, reason="this machine has a GPU")
+def test_cuda_target_without_gpu_is_one_clear_line(tmp_path):
+    work_dir = tmp_path / "wd"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ms_pruner", "tune", "matmul:4096x4096x4096:float16:float32", "--target", "cuda",
+         "--gpu", "h100", "--work-dir", str(work_dir)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "needs a CUDA GPU" in lines[0]
+    assert not work_dir.exists()
+
+
+def test_bad_input_is_one_line(capsys, tmp_path):
+    assert main(["tune", "matmul:8x8", "--target", "llvm"]) == 2
+    assert "expected MxNxK" in capsys.readouterr().err
+    assert main(["show", "--work-dir", str(tmp_path)]) == 2
+    assert "no MetaSchedule database" in capsys.readouterr().err
+    (tmp_path / "database_workload.json").write_text("not json\n")
+    (tmp_path / "database_tuning_record.json").write_text("")
+    assert main(["show", "--work-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ms-pruner: error: corrupt MetaSchedule database") and "\n" not in err

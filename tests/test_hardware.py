@@ -1,0 +1,58 @@
+import pytest
+
+from ms_pruner.errors import UserError
+from ms_pruner.hardware import GPUS, GPUSpec, detect_cpu, get_gpu_spec, resolve_target, spec_from_device_name
+
+
+def test_required_gpus_are_described():
+    for name in ["a100", "a100-80gb", "h100", "h100-pcie", "h200", "rtx3090", "rtx4090", "l4"]:
+        spec = GPUS[name]
+        assert spec.sm_count > 0 and spec.fp16_tensor_tflops >= spec.fp16_tensor_fp32acc_tflops > spec.fp32_tflops
+        assert spec.l2_gbps > spec.dram_gbps > 0
+        assert spec.smem_per_block_bytes <= spec.smem_per_sm_bytes
+        assert spec.target().kind.name == "cuda"
+        assert str(spec.target().attrs["arch"]) == spec.arch
+
+
+def test_lookup_by_alias_tag_and_marketing_name():
+    assert get_gpu_spec("H100") is GPUSpec.h100()
+    assert get_gpu_spec("nvidia/nvidia-a100") is GPUSpec.a100()
+    assert get_gpu_spec("geforce-rtx-4090").name == "rtx4090"
+    assert get_gpu_spec("NVIDIA L4").name == "l4"
+    with pytest.raises(UserError, match="unknown GPU 'v100'; known: "):
+        get_gpu_spec("v100")
+
+
+def test_detection_from_cuda_device_names():
+    assert spec_from_device_name("NVIDIA H100 80GB HBM3").name == "h100"
+    assert spec_from_device_name("NVIDIA H100 PCIe").name == "h100-pcie"
+    assert spec_from_device_name("NVIDIA A100-SXM4-80GB").name == "a100-80gb"
+    assert spec_from_device_name("NVIDIA GeForce RTX 3090").name == "rtx3090"
+    assert spec_from_device_name("Tesla K80") is None
+
+
+def test_h100_target_matches_the_tag_stock_metaschedule_uses():
+    from tvm.target import Target
+
+    import json
+
+    assert json.loads(str(GPUSpec.h100().target())) == json.loads(str(Target("nvidia/nvidia-h100")))
+    raised = GPUSpec.h100().target(max_shared_memory_per_block=160 * 1024)
+    assert int(raised.attrs["max_shared_memory_per_block"]) == 160 * 1024
+    with pytest.raises(UserError, match="opt-in limit"):
+        GPUSpec.a100().target(max_shared_memory_per_block=200 * 1024)
+
+
+def test_resolve_target_without_device_requirement():
+    choice = resolve_target("h100", require_device=False)
+    assert choice.is_cuda and choice.gpu.name == "h100"
+    cpu = resolve_target("llvm")
+    assert cpu.target.kind.name == "llvm" and cpu.cpu.physical_cores >= 1
+    with pytest.raises(UserError, match="--target is llvm"):
+        resolve_target("llvm", gpu="h100")
+
+
+def test_detect_cpu_is_sane():
+    cpu = detect_cpu()
+    assert cpu.simd_bytes in (16, 32, 64)
+    assert cpu.fp32_gflops() > 0 and cpu.l1d_bytes < cpu.l2_bytes

@@ -1,0 +1,76 @@
+import numpy as np
+import pytest
+
+from ms_pruner.errors import UserError
+from ms_pruner.workloads import KINDS, SUITES, get_suite, parse_workload
+
+
+def test_spec_round_trip_and_defaults():
+    w = parse_workload("matmul:4096x4096x4096:float16:float32")
+    assert (w.kind, w.dims, w.in_dtype, w.out_dtype) == ("matmul", (4096, 4096, 4096), "float16", "float32")
+    assert w.spec == "matmul:4096x4096x4096:float16:float32"
+    assert w.flops == 2 * 4096**3
+    conv = parse_workload("conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32")
+    assert conv.dims == (16, 56, 56, 64, 64, 3, 1, 1)
+    assert conv.spec == "conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32"
+    assert conv.flops == 2 * 16 * 56 * 56 * 64 * 64 * 9
+    assert parse_workload("matmul:8x8x8").out_dtype == "float32"
+    assert parse_workload("matmul:8x8x8:float16").out_dtype == "float16"
+
+
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        ("gemm:8x8x8", "unknown workload 'gemm:8x8x8'; valid forms: matmul:"),
+        ("matmul:8x8", "expected MxNxK"),
+        ("matmul:8x8x0", "positive"),
+        ("conv2d_nhwc:1x8x8x4x4", "expected NxHxWxCIxCOkKsSpP"),
+        ("matmul:8x8x8:int8", "unsupported input dtype 'int8'"),
+        ("matmul:8x8x8:float16:bfloat16", "unsupported output dtype 'bfloat16'"),
+        ("matmul:8x8x8:float32:float16", "unsupported dtype pair"),
+    ],
+)
+def test_bad_specs_name_the_problem(spec, fragment):
+    with pytest.raises(UserError) as info:
+        parse_workload(spec)
+    assert fragment in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_suites_parse():
+    for name in SUITES:
+        workloads = get_suite(name)
+        assert workloads
+    assert len(get_suite("resnet50-convs")) >= 20
+    assert all(w.in_dtype == "float16" for w in get_suite("bert-gemms"))
+    with pytest.raises(UserError, match="unknown suite"):
+        get_suite("nope")
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_kind_computes_its_reference_on_llvm(kind):
+    """Each definition, compiled unscheduled on llvm, equals its numpy reference."""
+    import tvm
+
+    dims = {"conv2d_nhwc": "1x6x6x4x5k3s2p1", "batch_matmul": "2x5x6x7"}.get(kind, "5x6x7")
+    w = parse_workload(f"{kind}:{dims}:float32:float32")
+    lib = tvm.compile(w.prim_func(), target="llvm")
+    inputs = w.random_inputs(seed=3)
+    out = tvm.runtime.tensor(np.zeros(w.output_shape(), dtype=w.out_dtype))
+    lib(*[tvm.runtime.tensor(x) for x in inputs], out)
+    np.testing.assert_allclose(out.numpy(), w.reference(inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_matches_metaschedule_te_workload():
+    """Same structure as MetaSchedule's own helper, so databases tuned with it are reusable."""
+    import tvm_ffi
+    from tvm import te
+    from tvm.s_tir.meta_schedule.testing import te_workload
+
+    ours = parse_workload("matmul:256x128x64:float16:float32").prim_func()
+    theirs = te.create_prim_func(te_workload.matmul(256, 128, 64, "float16", "float32"))
+    assert tvm_ffi.structural_equal(ours, theirs)
+    ours = parse_workload("conv2d_nhwc:1x14x14x32x64k3s1p1:float16:float32").prim_func()
+    theirs = te.create_prim_func(te_workload.conv2d_nhwc(1, 14, 14, 32, 64, 3, 1, 1, in_dtype="float16",
+                                                         out_dtype="float32"))
+    assert tvm_ffi.structural_equal(ours, theirs)
