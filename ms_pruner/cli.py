@@ -80,6 +80,25 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_analyze(args) -> int:
+    from .analysis import evaluate_database
+
+    report = evaluate_database(args.db, gpu=args.gpu)
+    if args.json:
+        print(json.dumps(report.as_json()))
+        return 0
+    print(f"{'#':>4} {'predicted_us':>13} {'measured_us':>12}  note")
+    for index, record in enumerate(report.records):
+        predicted = f"{record.predicted_s * 1e6:13.1f}" if record.predicted_s is not None else f"{'invalid':>13}"
+        measured = f"{record.measured_s * 1e6:12.1f}" if record.measured_s is not None else f"{'failed':>12}"
+        print(f"{index:4d} {predicted} {measured}  {record.reason}")
+    print(
+        f"spearman {report.spearman:.3f}  recall_top10_in_top30 {report.recall_top10_in_top30:.3f}  "
+        f"n_valid {report.n_valid}/{len(report.records)}  {report.us_per_candidate:.0f} us per candidate"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ms-pruner", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -100,6 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--no-progress", action="store_true")
     tune.add_argument("--json", action="store_true", help="print the result as one JSON object")
     tune.set_defaults(func=cmd_tune)
+
+    analyze = sub.add_parser("analyze", help="score the static analyzer against a measured database")
+    analyze.add_argument("--db", required=True, help="MetaSchedule JSON database directory")
+    analyze.add_argument("--gpu", default=None, help="GPU spec to assume (default: from the record target)")
+    analyze.add_argument("--json", action="store_true")
+    analyze.set_defaults(func=cmd_analyze)
 
     show = sub.add_parser("show", help="print the best record of each workload in a work dir")
     show.add_argument("--work-dir", required=True)

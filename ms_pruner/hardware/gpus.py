@@ -33,6 +33,7 @@ class GPUSpec:
     l2_gbps: float
     l2_bytes: int
     smem_per_sm_bytes: int
+    l1_smem_bytes_per_sm: int  # unified L1 + shared memory array per SM
     smem_per_block_bytes: int  # opt-in maximum for one block (dynamic shared memory)
     smem_per_block_default_bytes: int  # static limit without opt-in
     regs_per_sm: int
@@ -43,12 +44,20 @@ class GPUSpec:
     max_blocks_per_sm: int
     warp_size: int
     smem_bytes_per_clock_per_sm: int
+    l2_latency_cycles: int  # load-to-use latency of an L2 hit, from microbenchmark literature
     tvm_tag: Optional[str]
     notes: str = ""
 
     @property
     def max_warps_per_sm(self) -> int:
         return self.max_threads_per_sm // self.warp_size
+
+    @property
+    def clock_hz(self) -> float:
+        return self.boost_clock_mhz * 1e6
+
+    def tensor_flops_per_cycle_per_sm(self, accumulate_dtype: str) -> float:
+        return self.tensor_tflops(accumulate_dtype) * 1e12 / (self.sm_count * self.clock_hz)
 
     @property
     def smem_gbps(self) -> float:
@@ -112,6 +121,7 @@ def _ampere_hopper_common(**kw) -> dict:
         warp_size=32,
         smem_bytes_per_clock_per_sm=128,
         smem_per_block_default_bytes=48 * KIB,
+        l2_latency_cycles=230,
     )
     base.update(kw)
     return base
@@ -139,6 +149,7 @@ GPUS: Dict[str, GPUSpec] = {
             l2_gbps=5120 * 1.41,
             l2_bytes=40 * MIB,
             smem_per_sm_bytes=164 * KIB,
+            l1_smem_bytes_per_sm=192 * KIB,
             smem_per_block_bytes=163 * KIB,
             tvm_tag="nvidia/nvidia-a100",
             notes="L2 = 5120 B/clk (A100 whitepaper) x boost clock",
@@ -157,6 +168,7 @@ GPUS: Dict[str, GPUSpec] = {
             l2_gbps=5120 * 1.41,
             l2_bytes=40 * MIB,
             smem_per_sm_bytes=164 * KIB,
+            l1_smem_bytes_per_sm=192 * KIB,
             smem_per_block_bytes=163 * KIB,
             tvm_tag="nvidia/nvidia-a100",
             notes="L2 = 5120 B/clk (A100 whitepaper) x boost clock",
@@ -175,10 +187,11 @@ GPUS: Dict[str, GPUSpec] = {
             l2_gbps=5120 * 1.98,
             l2_bytes=50 * MIB,
             smem_per_sm_bytes=228 * KIB,
+            l1_smem_bytes_per_sm=256 * KIB,
             smem_per_block_bytes=227 * KIB,
             tvm_tag="nvidia/nvidia-h100",
             notes="L2 bandwidth not published; 5120 B/clk assumed as on A100, x boost clock",
-            **_ampere_hopper_common(),
+            **_ampere_hopper_common(l2_latency_cycles=260),
         ),
         GPUSpec(
             name="h100-pcie",
@@ -193,10 +206,11 @@ GPUS: Dict[str, GPUSpec] = {
             l2_gbps=5120 * 1.755,
             l2_bytes=50 * MIB,
             smem_per_sm_bytes=228 * KIB,
+            l1_smem_bytes_per_sm=256 * KIB,
             smem_per_block_bytes=227 * KIB,
             tvm_tag="nvidia/nvidia-h100",
             notes="L2 bandwidth not published; 5120 B/clk assumed, x boost clock",
-            **_ampere_hopper_common(),
+            **_ampere_hopper_common(l2_latency_cycles=260),
         ),
         GPUSpec(
             name="h200",
@@ -211,10 +225,11 @@ GPUS: Dict[str, GPUSpec] = {
             l2_gbps=5120 * 1.98,
             l2_bytes=50 * MIB,
             smem_per_sm_bytes=228 * KIB,
+            l1_smem_bytes_per_sm=256 * KIB,
             smem_per_block_bytes=227 * KIB,
             tvm_tag="nvidia/nvidia-h100",
             notes="same GH100 die as H100 SXM; L2 bandwidth assumed as for H100",
-            **_ampere_hopper_common(),
+            **_ampere_hopper_common(l2_latency_cycles=260),
         ),
         GPUSpec(
             name="rtx3090",
@@ -229,6 +244,7 @@ GPUS: Dict[str, GPUSpec] = {
             l2_gbps=2048 * 1.695,
             l2_bytes=6 * MIB,
             smem_per_sm_bytes=128 * KIB,
+            l1_smem_bytes_per_sm=128 * KIB,
             smem_per_block_bytes=99 * KIB,
             tvm_tag="nvidia/geforce-rtx-3090",
             notes="GA102: fp32-accumulate tensor rate is half the fp16 rate; L2 2048 B/clk assumed",
@@ -247,6 +263,7 @@ GPUS: Dict[str, GPUSpec] = {
             l2_gbps=5120 * 2.52,
             l2_bytes=72 * MIB,
             smem_per_sm_bytes=128 * KIB,
+            l1_smem_bytes_per_sm=128 * KIB,
             smem_per_block_bytes=99 * KIB,
             tvm_tag="nvidia/geforce-rtx-4090",
             notes="AD102: fp32-accumulate tensor rate is half; L2 5120 B/clk assumed",
@@ -265,6 +282,7 @@ GPUS: Dict[str, GPUSpec] = {
             l2_gbps=5120 * 2.04,
             l2_bytes=48 * MIB,
             smem_per_sm_bytes=100 * KIB,
+            l1_smem_bytes_per_sm=128 * KIB,
             smem_per_block_bytes=99 * KIB,
             tvm_tag=None,
             notes="AD104; no TVM tag, the target is built from this entry; L2 5120 B/clk assumed",

@@ -1,0 +1,29 @@
+"""PSA, the draft model: a static analyzer of scheduled TensorIR that estimates kernel latency.
+
+``StaticAnalyzer(GPUSpec.h100()).estimate(schedule)`` walks the post-processed TIR of a
+MetaSchedule candidate (thread bindings, scopes, tensor intrinsics, copy patterns) and turns it
+into time with a per-SM model whose constants all come from the GPUSpec. See docs/analyzer.md.
+"""
+
+from .analyzer import Estimate, StaticAnalyzer
+from .db_eval import DatabaseReport, evaluate_database, replay_record
+from .features import KernelFeatures, kernel_features
+from .gpu_model import KernelEstimate, estimate_kernel
+from .metrics import ndcg_at_k, recall_at_top, spearman
+from .tir_walk import walk_primfunc
+
+__all__ = [
+    "DatabaseReport",
+    "Estimate",
+    "KernelEstimate",
+    "KernelFeatures",
+    "StaticAnalyzer",
+    "estimate_kernel",
+    "evaluate_database",
+    "kernel_features",
+    "ndcg_at_k",
+    "recall_at_top",
+    "replay_record",
+    "spearman",
+    "walk_primfunc",
+]

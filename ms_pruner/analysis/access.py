@@ -1,0 +1,210 @@
+"""How one warp's copy instruction touches memory: global sectors/lines and shared-memory banks.
+
+A copy block's index expressions are compiled once into a Python function of the loop variables;
+evaluating it for the 32 lanes of the first warp (every other loop at 0) gives the exact
+addresses, hence the 32-byte sectors and 128-byte lines a global access needs (coalescing) and
+the wavefronts a shared access needs (bank conflicts). This is what separates a tile copied with
+16-byte vectors along rows from the same tile gathered column by column.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+SECTOR_BYTES = 32
+LINE_BYTES = 128
+BANKS = 32
+BANK_BYTES = 4
+
+_BINARY = {
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "FloorDiv": np.floor_divide,
+    "FloorMod": np.mod,
+    "Min": np.minimum,
+    "Max": np.maximum,
+    "LT": np.less,
+    "LE": np.less_equal,
+    "GT": np.greater,
+    "GE": np.greater_equal,
+    "EQ": np.equal,
+    "NE": np.not_equal,
+    "And": np.logical_and,
+    "Or": np.logical_or,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class WarpAccess:
+    """Per warp-level instruction of a copy (over all its vector lanes)."""
+
+    useful_bytes: float
+    global_sectors: float
+    global_lines: float
+    shared_wavefronts: float
+
+
+def _key(node) -> int:
+    return node.__chandle__()
+
+
+class _Compiler:
+    """PrimExpr -> closure over ``points`` (one row per loop variable, one column per point).
+
+    Closures over numpy rows evaluate every lane of a warp in one pass, without parsing source.
+    """
+
+    def __init__(self, var_slots: Dict[int, int], bindings: Dict[int, object]):
+        self.var_slots = var_slots
+        self.bindings = bindings
+
+    def build(self, expr) -> Optional[Callable]:
+        kind = type(expr).__name__
+        if kind == "IntImm":
+            value = int(expr.value)
+            return lambda points: value
+        if kind == "Var":
+            key = _key(expr)
+            if key in self.var_slots:
+                slot = self.var_slots[key]
+                return lambda points: points[slot]
+            if key in self.bindings:
+                return self.build(self.bindings[key])
+            return lambda points: 0
+        if kind in _BINARY:
+            left, right = self.build(expr.a), self.build(expr.b)
+            if left is None or right is None:
+                return None
+            op = _BINARY[kind]
+            return lambda points: op(left(points), right(points))
+        if kind == "Cast":
+            return self.build(expr.value)
+        if kind == "Not":
+            inner = self.build(expr.a)
+            return None if inner is None else (lambda points: np.logical_not(inner(points)))
+        return None
+
+    def flat_index(self, indices: Sequence, shape: Sequence[int]) -> Optional[Callable]:
+        if len(shape) != len(indices):
+            return None
+        terms = []
+        stride = 1
+        for index, extent in zip(reversed(list(indices)), reversed(list(shape))):
+            term = self.build(index)
+            if term is None:
+                return None
+            terms.append((term, stride))
+            stride *= extent
+        return lambda points: sum(term(points) * scale for term, scale in terms)
+
+
+def predicate_ratio(realize, loops, loop_vars, own_start: int) -> float:
+    """Share of a block's own iterations its predicate keeps (a split that does not divide).
+
+    MetaSchedule's cooperative fetch splits a fused tile by (threads, vector); when that does not
+    divide, the block carries a predicate and the last iterations do nothing.
+    """
+    predicate = realize.predicate
+    if type(predicate).__name__ == "IntImm":
+        return 1.0 if int(predicate.value) else 0.0
+    slots = {_key(var): i for i, var in enumerate(loop_vars)}
+    fn = _Compiler(slots, {}).build(predicate)
+    if fn is None:
+        return 1.0
+    extents = [loop.extent for loop in loops[own_start:]]
+    grids = np.meshgrid(*[np.arange(e, dtype=np.int64) for e in extents], indexing="ij") if extents else []
+    size = int(np.prod(extents)) if extents else 1
+    zeros = np.zeros(size, dtype=np.int64)
+    rows = [zeros] * own_start + [g.reshape(-1) for g in grids]
+    kept = np.broadcast_to(np.asarray(fn(rows)), (size,))
+    return float(np.count_nonzero(kept)) / size
+
+
+def _find_load(expr):
+    """The first buffer load in an expression (through casts and if_then_else)."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        kind = type(node).__name__
+        if kind in ("TensorLoad", "BufferLoad"):
+            return node
+        if kind == "Cast":
+            stack.append(node.value)
+        elif kind == "Call":
+            stack.extend(reversed(list(node.args)))
+    return None
+
+
+def _shape(buffer) -> List[int]:
+    return [int(getattr(dim, "value", dim)) for dim in buffer.shape]
+
+
+def _warp_lanes(loops, own_start: int, warp_size: int):
+    """Loop-variable values (rows) for each (thread, vector lane) of the first warp (columns)."""
+    tags: Dict[str, int] = {}
+    for loop in loops:
+        if loop.thread is not None and loop.thread.startswith("threadIdx"):
+            tags[loop.thread] = max(tags.get(loop.thread, 1), loop.extent)
+    x, y, z = (tags.get(f"threadIdx.{axis}", 1) for axis in "xyz")
+    threads = min(warp_size, x * y * z)
+    vector = [i for i in range(own_start, len(loops)) if loops[i].kind == "vectorized"]
+    lanes = loops[vector[-1]].extent if vector else 1
+    lin = np.repeat(np.arange(threads, dtype=np.int64), lanes)
+    ids = {"threadIdx.x": lin % x, "threadIdx.y": (lin // x) % y, "threadIdx.z": lin // (x * y)}
+    zeros = np.zeros(threads * lanes, dtype=np.int64)
+    rows = [ids.get(loop.thread, zeros) if loop.thread is not None else zeros for loop in loops]
+    if vector:
+        rows[vector[-1]] = np.tile(np.arange(lanes, dtype=np.int64), threads)
+    return rows, threads, lanes
+
+
+def warp_access(realize, store, loops, loop_vars, own_start: int,
+                warp_size: int = 32) -> Optional[WarpAccess]:
+    """Sectors/lines/wavefronts of one warp instruction of a global<->shared copy, or None."""
+    load = _find_load(store.value)
+    if load is None:
+        return None
+    stored, loaded = store.buffer, load.source
+    scopes = (stored.scope(), loaded.scope())
+    if "global" not in scopes:
+        return None
+    slots = {_key(var): i for i, var in enumerate(loop_vars)}
+    bindings = {_key(iv.var): value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
+    compiler = _Compiler(slots, bindings)
+    global_side = (stored, store.indices) if scopes[0] == "global" else (loaded, load.indices)
+    other_side = (loaded, load.indices) if scopes[0] == "global" else (stored, store.indices)
+    global_fn = compiler.flat_index(global_side[1], _shape(global_side[0]))
+    if global_fn is None:
+        return None
+    other_fn = compiler.flat_index(other_side[1], _shape(other_side[0]))
+    elem = dtype_bytes(global_side[0].dtype)
+    other_elem = dtype_bytes(other_side[0].dtype)
+    points, threads, lanes = _warp_lanes(loops, own_start, warp_size)
+    address = np.asarray(global_fn(points), dtype=np.float64) * elem
+    sectors = np.unique(address // SECTOR_BYTES).size
+    lines = np.unique(address // LINE_BYTES).size
+    wavefronts = 1.0
+    if other_fn is not None and other_side[0].scope().startswith("shared"):
+        words = np.unique((np.asarray(other_fn(points), dtype=np.float64) * other_elem) // BANK_BYTES)
+        conflict = int(np.bincount((words % BANKS).astype(np.int64), minlength=BANKS).max())
+        wavefronts = max(conflict, threads * lanes * other_elem / LINE_BYTES)
+    return WarpAccess(
+        useful_bytes=threads * lanes * elem,
+        global_sectors=float(sectors),
+        global_lines=float(lines),
+        shared_wavefronts=wavefronts,
+    )
+
+
+def dtype_bytes(dtype) -> float:
+    """Bytes of one element of a dtype such as "float16", "float32x4" or "bool"."""
+    text = str(dtype)
+    if text == "bool":
+        return 1.0
+    base, _, lanes = text.partition("x")
+    bits = int("".join(ch for ch in base if ch.isdigit()) or 32)
+    return bits * int(lanes or 1) / 8.0

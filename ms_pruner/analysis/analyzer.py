@@ -1,0 +1,118 @@
+"""StaticAnalyzer: estimated latency of a MetaSchedule candidate, with validity and breakdown."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import List, Optional, Union
+
+from ..hardware import CPUSpec, GPUSpec, detect_cpu, get_gpu_spec
+from .cpu_model import CPUEstimate, estimate_cpu
+from .features import KernelFeatures, kernel_features
+from .gpu_model import KernelEstimate, estimate_kernel
+from .tir_walk import walk_primfunc
+
+
+@dataclasses.dataclass
+class Estimate:
+    """What the analyzer says about one candidate. ``latency_s`` is inf when ``valid`` is False."""
+
+    latency_s: float
+    valid: bool
+    reason: str = ""
+    kernels: List[KernelEstimate] = dataclasses.field(default_factory=list)
+    features: List[KernelFeatures] = dataclasses.field(default_factory=list)
+    cpu: Optional[CPUEstimate] = None
+
+    @property
+    def score(self) -> float:
+        """Higher is better, 0 for invalid: what MetaSchedule's evolutionary selection expects."""
+        return 1.0 / self.latency_s if self.valid and self.latency_s > 0 else 0.0
+
+
+def _primfuncs(candidate):
+    """The PrimFuncs of a Schedule, IRModule or PrimFunc."""
+    mod = getattr(candidate, "mod", candidate)
+    if hasattr(mod, "functions"):
+        return [func for _, func in mod.functions.items() if type(func).__name__ == "PrimFunc"]
+    return [mod]
+
+
+class StaticAnalyzer:
+    """Parameterized static analysis of scheduled TensorIR (the "draft" model).
+
+    ``hardware`` is a GPUSpec, a CPUSpec, or a GPU name ("h100"); ``"cpu"`` describes this machine.
+    ``max_shared_memory`` is the per-block limit to enforce (defaults to the GPU's opt-in limit).
+    ``check_lowering`` additionally lowers each candidate (~70 ms) and marks failures invalid.
+    """
+
+    def __init__(self, hardware: Union[GPUSpec, CPUSpec, str] = "h100", max_shared_memory: Optional[int] = None,
+                 check_lowering: bool = False, target=None):
+        if isinstance(hardware, str):
+            hardware = detect_cpu() if hardware == "cpu" else get_gpu_spec(hardware)
+        self.hardware = hardware
+        self.max_shared_memory = max_shared_memory
+        self.check_lowering = check_lowering
+        self.target = target
+
+    @classmethod
+    def for_target(cls, target, gpu: Optional[GPUSpec] = None, **kwargs) -> "StaticAnalyzer":
+        """The analyzer for a MetaSchedule target: its GPU (by arch unless given) or this CPU."""
+        if target.kind.name == "cuda":
+            if gpu is None:
+                arch = str(target.attrs.get("arch", "sm_90a"))
+                gpu = next((s for s in _gpus_by_arch() if s.arch == arch), get_gpu_spec("h100"))
+            limit = int(target.attrs.get("max_shared_memory_per_block", gpu.smem_per_block_bytes))
+            return cls(gpu, max_shared_memory=limit, target=target, **kwargs)
+        return cls(detect_cpu(), target=target, **kwargs)
+
+    @property
+    def is_gpu(self) -> bool:
+        return isinstance(self.hardware, GPUSpec)
+
+    def estimate(self, candidate) -> Estimate:
+        """Estimate a post-processed Schedule (or its IRModule / PrimFunc)."""
+        try:
+            funcs = _primfuncs(candidate)
+            programs = [walk_primfunc(func) for func in funcs]
+        except Exception as err:  # pylint: disable=broad-except
+            return Estimate(latency_s=math.inf, valid=False, reason=f"analysis failed: {err}".splitlines()[0])
+        if self.check_lowering and self.target is not None:
+            reason = self._lowering_error(candidate)
+            if reason:
+                return Estimate(latency_s=math.inf, valid=False, reason=reason)
+        if not self.is_gpu:
+            total = 0.0
+            cpu = None
+            for program in programs:
+                cpu = estimate_cpu(program, self.hardware)
+                total += cpu.latency_s
+            return Estimate(latency_s=total, valid=True, cpu=cpu)
+        features = [k for program in programs for k in kernel_features(program, self.hardware.warp_size)]
+        if not features:
+            return Estimate(latency_s=math.inf, valid=False, reason="no GPU kernel in the program")
+        kernels = [estimate_kernel(k, self.hardware, self.max_shared_memory) for k in features]
+        invalid = next((k for k in kernels if not k.valid), None)
+        if invalid is not None:
+            return Estimate(latency_s=math.inf, valid=False, reason=invalid.reason, kernels=kernels, features=features)
+        return Estimate(latency_s=sum(k.latency_s for k in kernels), valid=True, kernels=kernels, features=features)
+
+    def estimate_many(self, candidates) -> List[Estimate]:
+        return [self.estimate(c) for c in candidates]
+
+    def _lowering_error(self, candidate) -> str:
+        from ..builder import lower_candidate
+
+        try:
+            lower_candidate(getattr(candidate, "mod", candidate), self.target)
+        except Exception as err:  # pylint: disable=broad-except
+            lines = [line for line in str(err).splitlines() if line.strip()]
+            return "failed to lower: " + (lines[-1] if lines else type(err).__name__)
+        return ""
+
+
+def _gpus_by_arch():
+    from ..hardware import GPUS
+
+    preferred = ["h100", "a100", "rtx4090", "rtx3090"]
+    return [GPUS[name] for name in preferred] + [s for n, s in GPUS.items() if n not in preferred]

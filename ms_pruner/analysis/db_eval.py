@@ -1,0 +1,95 @@
+"""Score the analyzer against a measured MetaSchedule database (``ms-pruner analyze``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import List, Optional
+
+from .analyzer import Estimate, StaticAnalyzer
+from .metrics import recall_at_top, spearman
+
+
+@dataclasses.dataclass
+class RecordEstimate:
+    predicted_s: Optional[float]
+    measured_s: Optional[float]
+    valid: bool
+    reason: str
+
+
+@dataclasses.dataclass
+class DatabaseReport:
+    spearman: float
+    recall_top10_in_top30: float
+    n_valid: int
+    us_per_candidate: float
+    records: List[RecordEstimate]
+
+    def as_json(self) -> dict:
+        return {
+            "spearman": self.spearman,
+            "recall_top10_in_top30": self.recall_top10_in_top30,
+            "n_valid": self.n_valid,
+            "us_per_candidate": self.us_per_candidate,
+            "records": [
+                {"predicted_s": r.predicted_s, "measured_s": r.measured_s, "valid": r.valid} for r in self.records
+            ],
+        }
+
+
+def replay_record(record):
+    """The post-processed schedule a record measured (its trace replayed with its decisions)."""
+    from tvm.s_tir import Schedule
+
+    sch = Schedule(record.workload.mod)
+    record.trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch
+
+
+def score_estimates(estimates: List[Estimate], measured: List[Optional[float]]) -> DatabaseReport:
+    """Spearman and recall over records that are both measured and valid for the analyzer."""
+    records = []
+    pairs = []
+    for est, meas in zip(estimates, measured):
+        predicted = est.latency_s if est.valid and math.isfinite(est.latency_s) else None
+        records.append(RecordEstimate(predicted_s=predicted, measured_s=meas, valid=est.valid, reason=est.reason))
+        if predicted is not None and meas is not None:
+            pairs.append((predicted, meas))
+    pred = [p for p, _ in pairs]
+    meas = [m for _, m in pairs]
+    return DatabaseReport(
+        spearman=spearman(pred, meas),
+        recall_top10_in_top30=recall_at_top(pred, meas),
+        n_valid=len(pairs),
+        us_per_candidate=0.0,
+        records=records,
+    )
+
+
+def evaluate_database(path: str, gpu: Optional[str] = None) -> DatabaseReport:
+    """Replay every record of the database in ``path``, estimate it and score the ranking."""
+    from ..hardware import get_gpu_spec
+    from ..tuning.records import FAILED_RUN_SECONDS, mean_latency, open_database
+
+    database = open_database(path)
+    records = list(database.get_all_tuning_records())
+    analyzers = {}
+    estimates: List[Estimate] = []
+    measured: List[Optional[float]] = []
+    spent = 0.0
+    for record in records:
+        target_key = str(record.target)
+        if target_key not in analyzers:
+            spec = get_gpu_spec(gpu) if gpu else None
+            analyzers[target_key] = StaticAnalyzer.for_target(record.target, gpu=spec)
+        mod = replay_record(record).mod  # replaying is not the analyzer's cost
+        start = time.perf_counter()
+        estimates.append(analyzers[target_key].estimate(mod))
+        spent += time.perf_counter() - start
+        latency = mean_latency(record)
+        measured.append(latency if latency < FAILED_RUN_SECONDS else None)
+    report = score_estimates(estimates, measured)
+    report.us_per_candidate = spent / max(1, len(records)) * 1e6
+    return report

@@ -1,0 +1,279 @@
+"""Per-kernel quantities derived from the block walk: launch shape, resources, work and traffic.
+
+Everything is counted over the whole launch unless the name says ``per_block``/``per_warp``/
+``per_thread``. Tensor-core blocks run per warp (their loop nests have no threadIdx.x); copies
+run per thread; a block's *own* loops (those enclosing only it) span the tile it moves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Dict, List
+
+from .tir_walk import BlockInfo, ProgramInfo
+
+MMA_INTRINSICS = ("tvm_mma_sync", "ptx_mma")
+FRAGMENT_LOADS = ("tvm_load_matrix_sync", "ptx_ldmatrix")
+FRAGMENT_STORES = ("tvm_store_matrix_sync", "mma_store")
+BASE_REGISTERS = 24.0  # indices, pointers and loop counters of a tiled kernel
+
+
+def is_shared(scope: str) -> bool:
+    return scope.startswith("shared")
+
+
+def is_fragment(scope: str) -> bool:
+    return scope.startswith("wmma.") or scope.startswith("m16n8k8.") or scope == "warp"
+
+
+@dataclasses.dataclass
+class CopyStream:
+    """One data movement block: where from, where to, how wide, how often."""
+
+    name: str
+    src_scope: str
+    dst_scope: str
+    bytes_total: float
+    elem_bytes: float
+    vector_lanes: int
+    warp_instructions: float  # over the launch
+    serial_iters: int  # non-thread, non-vector own loop trips per thread (per tile)
+    unrolled: bool
+    sector_efficiency: float  # useful bytes / bytes of the 32-byte sectors a warp request fetches
+    lines_per_request: float  # 128-byte lines one warp request spans (L1 tag lookups)
+    shared_wavefronts_per_request: float  # shared-memory passes one warp request needs (banks)
+
+
+@dataclasses.dataclass
+class KernelFeatures:
+    """What the analyzer knows about one kernel launch."""
+
+    grid: int
+    threads_per_block: int
+    warps_per_block: int
+    smem_per_block: float
+    regs_per_thread: float
+    mma_flops: float
+    mma_count: float
+    mma_m: int
+    mma_n: int
+    mma_k: int
+    acc_dtype_bytes: float
+    cuda_core_flops: float
+    acc_fragments_per_warp: float
+    operand_fragments_per_step: float
+    global_read_bytes: float
+    global_write_bytes: float
+    direct_global_bytes: float  # global traffic of blocks that compute straight from/to global
+    smem_read_bytes: float
+    smem_write_bytes: float
+    copies: List[CopyStream]
+    main_loop_trips: int  # sequential trips of the outermost loop carrying the shared-memory loads
+    unroll_max_step: int
+    pipelined: bool
+    global_buffer_bytes: float  # size of every global buffer the kernel touches, once
+
+
+def _kernel_groups(program: ProgramInfo) -> Dict[int, List[BlockInfo]]:
+    groups: Dict[int, List[BlockInfo]] = {}
+    for block in program.blocks:
+        groups.setdefault(block.kernel, []).append(block)
+    return groups
+
+
+def _threads(block: BlockInfo, warp_size: int) -> int:
+    per_block = block.thread_extent("threadIdx")
+    if block.warp_level and block.thread_extent("threadIdx.x") == 1:
+        per_block *= warp_size
+    return per_block
+
+
+def _serial_trips(block: BlockInfo) -> int:
+    trips = 1
+    for loop in block.loops[block.own_start:]:
+        if loop.thread is None and loop.kind != "vectorized":
+            trips *= loop.extent
+    return trips
+
+
+def _copy_stream(block: BlockInfo, src, dst, warp_size: int) -> CopyStream:
+    lanes = block.vector_lanes
+    threads = max(1, block.executions // max(lanes, 1))
+    access = block.access
+    bytes_total = block.executions * dst.elements * dst.dtype_bytes
+    if access is not None:
+        global_elem = src.dtype_bytes if src.scope == "global" else dst.dtype_bytes
+        requests = block.executions * global_elem / access.useful_bytes
+        efficiency = access.useful_bytes / (access.global_sectors * 32.0)
+        lines, wavefronts = access.global_lines, access.shared_wavefronts
+    else:
+        requests = threads / warp_size
+        efficiency, lines, wavefronts = 1.0, max(1.0, warp_size * lanes * dst.dtype_bytes / 128.0), 1.0
+    return CopyStream(
+        name=block.name,
+        src_scope=src.scope,
+        dst_scope=dst.scope,
+        bytes_total=bytes_total,
+        elem_bytes=dst.dtype_bytes,
+        vector_lanes=lanes,
+        warp_instructions=requests,
+        serial_iters=_serial_trips(block),
+        unrolled=any(loop.unroll_max_step >= _serial_trips(block) > 1 for loop in block.loops) or any(
+            loop.kind == "unrolled" for loop in block.loops[block.own_start:]
+        ),
+        sector_efficiency=min(1.0, efficiency),
+        lines_per_request=lines,
+        shared_wavefronts_per_request=wavefronts,
+    )
+
+
+def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFeatures]:
+    """One KernelFeatures per kernel (top-level loop nest) of a scheduled GPU program."""
+    kernels = []
+    for blocks in _kernel_groups(program).values():
+        grid = max(b.thread_extent("blockIdx") for b in blocks)
+        threads = max(_threads(b, warp_size) for b in blocks)
+        warps = max(1, -(-threads // warp_size))
+        operand_tiles: Dict[str, float] = {}  # staged inputs of the main loop
+        staging_tiles: Dict[str, float] = {}  # outputs staged after it
+        copies: List[CopyStream] = []
+        mma_flops = mma_count = cuda_flops = 0.0
+        mma_shape = (0, 0, 0)
+        acc_bytes = 4.0
+        acc_frags = operand_frags = 0.0
+        g_read = g_write = s_read = s_write = direct = 0.0
+        main_trips = 1
+        touched = set()
+        frags_by_side: Dict[str, float] = {}
+        frag_bytes = 512.0
+        for block in blocks:
+            for access in block.reads + block.writes:
+                if access.scope == "global":
+                    touched.add(access.buffer)
+            names = block.intrinsics
+            if any(n in MMA_INTRINSICS for n in names):
+                a, c = block.reads[1], block.writes[0]
+                m, n = c.shape[-2], c.shape[-1]
+                mma_shape = (m, n, a.elements // max(1, m))
+                m, n, k = mma_shape
+                acc_bytes = c.dtype_bytes
+                mma_count += block.executions
+                mma_flops += block.executions * 2.0 * m * n * k
+                continue
+            if block.is_init and any(is_fragment(w.scope) for w in block.writes):
+                acc_frags += block.own_extent
+                continue
+            if any(n in FRAGMENT_LOADS for n in names):
+                s_read += block.executions * block.reads[0].elements * block.reads[0].dtype_bytes
+                operand_frags += block.own_extent
+                side = "b" if block.writes[0].scope.endswith(("_b", "B")) else "a"
+                frags_by_side[side] = frags_by_side.get(side, 0.0) + block.own_extent
+                frag_bytes = block.writes[0].elements * block.writes[0].dtype_bytes
+                main_trips = max(main_trips, _outer_serial_trips(block))
+                continue
+            if any(n in FRAGMENT_STORES for n in names):
+                dst = block.writes[0]
+                if is_shared(dst.scope):
+                    s_write += block.executions * dst.elements * dst.dtype_bytes
+                    staging_tiles[dst.buffer] = max(staging_tiles.get(dst.buffer, 0.0),
+                                                    block.own_extent * dst.elements * dst.dtype_bytes)
+                else:
+                    g_write += block.executions * dst.elements * dst.dtype_bytes
+                continue
+            if not block.writes:
+                continue
+            dst = block.writes[0]
+            srcs = [r for r in block.reads if r.buffer != dst.buffer]
+            if block.float_ops and not is_shared(dst.scope):
+                cuda_flops += block.executions * block.float_ops
+            if srcs and block.float_ops == 0 and len(srcs) == 1:
+                src = srcs[0]
+                stream = _copy_stream(block, src, dst, warp_size)
+                copies.append(stream)
+                if is_shared(dst.scope):
+                    tiles = staging_tiles if is_fragment(src.scope) else operand_tiles
+                    tiles[dst.buffer] = max(tiles.get(dst.buffer, 0.0),
+                                            block.own_extent * dst.elements * dst.dtype_bytes * block.pad_ratio)
+                    s_write += stream.bytes_total
+                    main_trips = max(main_trips, _outer_serial_trips(block))
+                if is_shared(src.scope):
+                    s_read += stream.bytes_total
+                if src.scope == "global":
+                    g_read += block.executions * src.elements * src.dtype_bytes
+                if dst.scope == "global":
+                    g_write += stream.bytes_total
+            else:
+                for src in srcs:
+                    if src.scope == "global":
+                        g_read += block.executions * src.elements * src.dtype_bytes
+                        direct += block.executions * src.elements * src.dtype_bytes
+                    elif is_shared(src.scope):
+                        s_read += block.executions * src.elements * src.dtype_bytes
+                if dst.scope == "global" and not block.is_init:
+                    g_write += block.executions * dst.elements * dst.dtype_bytes
+                    direct += block.executions * dst.elements * dst.dtype_bytes
+        regs = BASE_REGISTERS
+        if mma_count:
+            acc_tile = mma_shape[0] * mma_shape[1] * acc_bytes
+            regs += acc_frags * acc_tile / warp_size / 4
+            regs += _live_operand_fragments(acc_frags, frags_by_side) * frag_bytes / warp_size / 4
+        global_bytes = sum(_buffer_bytes(program, name) for name in touched)
+        kernels.append(
+            KernelFeatures(
+                grid=grid,
+                threads_per_block=threads,
+                warps_per_block=warps,
+                smem_per_block=max(sum(operand_tiles.values()), sum(staging_tiles.values())),
+                regs_per_thread=regs,
+                mma_flops=mma_flops,
+                mma_count=mma_count,
+                mma_m=mma_shape[0],
+                mma_n=mma_shape[1],
+                mma_k=mma_shape[2],
+                acc_dtype_bytes=acc_bytes,
+                cuda_core_flops=cuda_flops,
+                acc_fragments_per_warp=acc_frags,
+                operand_fragments_per_step=operand_frags,
+                global_read_bytes=g_read,
+                global_write_bytes=g_write,
+                direct_global_bytes=direct,
+                smem_read_bytes=s_read,
+                smem_write_bytes=s_write,
+                copies=copies,
+                main_loop_trips=main_trips,
+                unroll_max_step=max((l.unroll_max_step for b in blocks for l in b.loops), default=0),
+                pipelined=any(l.pipelined for b in blocks for l in b.loops),
+                global_buffer_bytes=global_bytes,
+            )
+        )
+    return kernels
+
+
+def _live_operand_fragments(acc_frags: float, by_side: Dict[str, float]) -> float:
+    """Operand fragments live in one k-step: FM of A plus FN of B for an FM x FN warp tile.
+
+    The loads bring FM*Kf and Kf*FN fragments; nvcc interleaves them with the MMAs of the
+    unrolled k-steps, so about one step's worth is live at a time.
+    """
+    a, b = by_side.get("a", 0.0), by_side.get("b", 0.0)
+    if a <= 0 or b <= 0 or acc_frags <= 0:
+        return a + b
+    fm = math.sqrt(acc_frags * a / b)
+    return fm + acc_frags / fm
+
+
+def _outer_serial_trips(block: BlockInfo) -> int:
+    trips = 1
+    for loop in block.loops[: block.own_start]:
+        if loop.thread is None:
+            trips *= loop.extent
+    return trips
+
+
+def _buffer_bytes(program: ProgramInfo, name: str) -> float:
+    shape, elem = program.params.get(name, ((), 0.0))
+    total = elem
+    for dim in shape:
+        total *= dim
+    return total

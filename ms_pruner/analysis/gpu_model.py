@@ -1,0 +1,176 @@
+"""Latency of one GPU kernel from its KernelFeatures and a GPUSpec: a per-SM, per-trip model.
+
+A tensor-core kernel from MetaSchedule's multi-level tiling is a main loop: each trip copies a
+slice of the operands from global to shared memory, synchronises, loads fragments and issues
+MMAs. Blocks resident on one SM interleave, so one SM-trip lasts as long as the busiest shared
+unit needs for all resident blocks (tensor cores, the shared-memory pipe, the L2 link, the issue
+slots), but never less than one block's own critical path (its copy latency plus its compute).
+Waves of resident blocks run one after another; an epilogue writes the result. Every throughput
+and limit comes from GPUSpec; the only fixed numbers are ISA facts (bytes per shared-memory
+wavefront) and the instruction counts of a copy, documented in docs/analyzer.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional
+
+from ..hardware import GPUSpec
+from .features import BASE_REGISTERS, KernelFeatures, is_shared
+
+WAVEFRONT_BYTES = 128  # one shared-memory/L1 wavefront (32 banks x 4 bytes)
+COPY_INSTRUCTIONS = 4  # per warp-level copy step: global load, shared store, two address ops
+LAUNCH_SECONDS = 3e-6
+BARRIER_CYCLES = 20
+SHARED_LATENCY_CYCLES = 30
+MMA_LATENCY_CYCLES = 32
+
+
+@dataclasses.dataclass
+class KernelEstimate:
+    """The estimate of one kernel and the terms it came from (seconds unless noted)."""
+
+    latency_s: float
+    valid: bool
+    reason: str
+    blocks_per_sm: int
+    waves: int
+    wave_efficiency: float
+    regs_per_thread: float
+    smem_per_block: float
+    trip_cycles: float
+    tensor_cycles: float
+    smem_cycles: float
+    l2_cycles: float
+    issue_cycles: float
+    latency_cycles: float
+    dram_s: float
+    epilogue_s: float
+    spill_factor: float
+
+
+def _invalid(reason: str, features: KernelFeatures) -> KernelEstimate:
+    return KernelEstimate(
+        latency_s=math.inf, valid=False, reason=reason, blocks_per_sm=0, waves=0, wave_efficiency=0.0,
+        regs_per_thread=features.regs_per_thread, smem_per_block=features.smem_per_block, trip_cycles=0.0,
+        tensor_cycles=0.0, smem_cycles=0.0, l2_cycles=0.0, issue_cycles=0.0, latency_cycles=0.0, dram_s=0.0,
+        epilogue_s=0.0, spill_factor=1.0,
+    )
+
+
+def check_limits(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[int] = None) -> Optional[str]:
+    """Why this kernel cannot launch on ``spec``, or None."""
+    smem_limit = max_smem if max_smem is not None else spec.smem_per_block_bytes
+    if features.threads_per_block > spec.max_threads_per_block:
+        return f"{features.threads_per_block} threads per block > {spec.max_threads_per_block}"
+    if features.smem_per_block > smem_limit:
+        return f"{features.smem_per_block:.0f} B shared memory per block > {smem_limit} B"
+    # nvcc fits registers under __launch_bounds__ by spilling; only a block whose threads cannot
+    # get even the registers every thread needs (indices, pointers) cannot launch.
+    threads = features.warps_per_block * spec.warp_size
+    if threads * BASE_REGISTERS > spec.regs_per_block:
+        return f"{threads} threads x {BASE_REGISTERS:.0f} base registers > {spec.regs_per_block} per block"
+    return None
+
+
+def blocks_per_sm(features: KernelFeatures, spec: GPUSpec) -> int:
+    """Resident blocks per SM under the thread, block, shared-memory and register limits."""
+    threads = features.warps_per_block * spec.warp_size
+    regs = min(features.regs_per_thread, spec.max_regs_per_thread, spec.regs_per_block // threads)
+    limits = [spec.max_blocks_per_sm, spec.max_threads_per_sm // threads]
+    if features.smem_per_block > 0:
+        limits.append(int(spec.smem_per_sm_bytes // features.smem_per_block))
+    limits.append(int(spec.regs_per_sm // max(1.0, regs * threads)))
+    return max(0, min(limits))
+
+
+def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[int] = None) -> KernelEstimate:
+    reason = check_limits(features, spec, max_smem)
+    if reason is not None:
+        return _invalid(reason, features)
+    resident = blocks_per_sm(features, spec)
+    if resident == 0:
+        return _invalid("no block fits on an SM", features)
+    clock = spec.clock_hz
+    slots = spec.sm_count * resident
+    waves = max(1, math.ceil(features.grid / slots))
+    wave_efficiency = features.grid / (waves * slots)
+    # Blocks an SM really holds at once: fewer than `resident` when the grid is small.
+    active = min(resident, max(1, math.ceil(features.grid / spec.sm_count)))
+    trips = max(1, features.main_loop_trips)
+    block_trips = features.grid * trips
+
+    # Register spills: nvcc caps registers at 255 per thread and at what __launch_bounds__ leaves
+    # (regs_per_block / threads); what does not fit lives in local memory and is loaded and stored
+    # around every MMA. The spill stays in L1 if it fits beside shared memory, else it goes to L2.
+    threads = features.warps_per_block * spec.warp_size
+    reg_cap = min(spec.max_regs_per_thread, spec.regs_per_block // threads)
+    acc_regs = features.acc_fragments_per_warp * features.mma_m * features.mma_n * features.acc_dtype_bytes / (
+        spec.warp_size * 4
+    )
+    spill_regs = max(0.0, features.regs_per_thread - reg_cap)
+    spilled_fraction = min(1.0, spill_regs / acc_regs) if acc_regs else 0.0
+    acc_tile_bytes = features.mma_m * features.mma_n * features.acc_dtype_bytes
+    spill_bytes = features.mma_count * spilled_fraction * acc_tile_bytes * 2
+    spill_footprint = spill_regs * 4 * threads * resident
+    spill_in_l1 = spill_footprint <= spec.l1_smem_bytes_per_sm - resident * features.smem_per_block
+    spill_factor = 1.0 + spilled_fraction
+
+    # Per block and trip, in SM cycles, for each shared unit.
+    acc = "float16" if features.acc_dtype_bytes == 2 else "float32"
+    tensor_rate = spec.tensor_flops_per_cycle_per_sm(acc)
+    warps_active = active * features.warps_per_block
+    sub_partitions = 4
+    tensor_util = min(1.0, warps_active / sub_partitions)
+    tensor = features.mma_flops / block_trips / tensor_rate / tensor_util
+    cuda_rate = spec.fp32_tflops * 1e12 / (spec.sm_count * clock)
+    tensor += features.cuda_core_flops / block_trips / cuda_rate
+
+    smem_bytes = spill_bytes if spill_in_l1 else 0.0
+    issue = 0.0
+    l2_bytes = (0.0 if spill_in_l1 else spill_bytes) + features.direct_global_bytes
+    copy_iters = 0
+    for copy in features.copies:
+        if not is_shared(copy.dst_scope):
+            continue
+        # L1/shared pipe: one pass per 128-byte line the global side spans, plus the shared side's
+        # bank-conflict wavefronts; L2 moves whole 32-byte sectors.
+        smem_bytes += copy.warp_instructions * (
+            copy.lines_per_request + copy.shared_wavefronts_per_request
+        ) * WAVEFRONT_BYTES
+        l2_bytes += copy.bytes_total / copy.sector_efficiency
+        issue += copy.warp_instructions * COPY_INSTRUCTIONS
+        copy_iters += copy.serial_iters
+    fragment_bytes = features.smem_read_bytes - sum(
+        c.bytes_total for c in features.copies if is_shared(c.src_scope)
+    )
+    smem_bytes += max(0.0, fragment_bytes)
+    smem = smem_bytes / block_trips / spec.smem_bytes_per_clock_per_sm
+    l2 = l2_bytes / block_trips / (spec.l2_gbps * 1e9 / spec.sm_count / clock)
+    issue = issue / block_trips / sub_partitions
+    # One L2 round trip per trip (the copy loop's loads are independent), plus issuing the copy
+    # instructions of one warp back to back.
+    copy_latency = spec.l2_latency_cycles + copy_iters * COPY_INSTRUCTIONS
+    # Each trip also waits on two barriers, a shared-memory load and its chain of dependent MMAs
+    # (the k-steps that accumulate into the same fragment).
+    mma_per_warp_trip = features.mma_count / (block_trips * features.warps_per_block)
+    chain = mma_per_warp_trip / max(1.0, features.acc_fragments_per_warp)
+    copy_latency += 2 * BARRIER_CYCLES + SHARED_LATENCY_CYCLES + chain * MMA_LATENCY_CYCLES
+
+    busy = active * max(tensor, smem, l2, issue)
+    own_path = copy_latency + max(tensor, smem, l2)
+    trip_cycles = max(busy, own_path)
+    main_s = waves * trips * trip_cycles / clock
+
+    dram_s = features.global_buffer_bytes / (spec.dram_gbps * 1e9)
+    epilogue_bytes = sum(c.bytes_total for c in features.copies if not is_shared(c.dst_scope))
+    epilogue_s = epilogue_bytes / (spec.dram_gbps * 1e9) + waves * spec.l2_latency_cycles / clock
+    latency = max(main_s, dram_s) + epilogue_s + LAUNCH_SECONDS
+    return KernelEstimate(
+        latency_s=latency, valid=True, reason="", blocks_per_sm=resident, waves=waves,
+        wave_efficiency=wave_efficiency, regs_per_thread=features.regs_per_thread,
+        smem_per_block=features.smem_per_block, trip_cycles=trip_cycles, tensor_cycles=tensor,
+        smem_cycles=smem, l2_cycles=l2, issue_cycles=issue, latency_cycles=copy_latency, dram_s=dram_s,
+        epilogue_s=epilogue_s, spill_factor=spill_factor,
+    )

@@ -1,0 +1,317 @@
+"""One pass over a scheduled TensorIR PrimFunc that records every block with its loop nest.
+
+The walk runs on the *scheduled* TIR (after MetaSchedule's postprocessors), not on lowered code:
+it is ~50x cheaper than lowering and still shows everything the analyzer needs: thread bindings,
+vectorize/unroll/pipeline annotations, buffer scopes, the regions each block touches, and the
+tensor intrinsics that tensorization inlined. Allocation shapes are *not* compacted at this stage,
+so footprints are derived from loop extents instead of ``alloc_buffers``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional, Tuple
+
+from .access import WarpAccess, dtype_bytes, predicate_ratio, warp_access
+
+LOOP_KINDS = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread"}
+FLOAT_OPS = ("Add", "Sub", "Mul", "Div", "Max", "Min")
+
+# Intrinsics executed by a whole warp (the loop nest around them has no threadIdx.x).
+WARP_INTRINSICS = (
+    "tvm_mma_sync",
+    "tvm_load_matrix_sync",
+    "tvm_store_matrix_sync",
+    "tvm_fill_fragment",
+    "ptx_mma",
+    "ptx_ldmatrix",
+    "mma_store",
+    "mma_fill",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Loop:
+    extent: int
+    kind: str  # serial | parallel | vectorized | unrolled | thread
+    thread: Optional[str]  # "blockIdx.x", "threadIdx.y", "vthread", ... for kind == "thread"
+    unroll_max_step: int  # pragma_auto_unroll_max_step, 0 when absent
+    pipelined: bool  # carries software_pipeline_stage
+
+
+@dataclasses.dataclass(frozen=True)
+class Access:
+    buffer: str
+    scope: str
+    dtype_bytes: float
+    shape: Tuple[int, ...]  # extents of the region one execution of the block touches
+
+    @property
+    def elements(self) -> int:
+        total = 1
+        for extent in self.shape:
+            total *= extent
+        return total
+
+
+@dataclasses.dataclass
+class BlockInfo:
+    name: str
+    loops: Tuple[Loop, ...]  # outermost first, thread bindings included
+    own_start: int  # loops[own_start:] enclose this block and nothing else
+    reads: List[Access]
+    writes: List[Access]
+    intrinsics: List[str]  # tirx intrinsic names called in the body ("tvm_mma_sync", ...)
+    float_ops: int  # scalar float ops of the body's stores (0 for tensorized blocks)
+    is_init: bool
+    kernel: int  # index of the root's top-level statement the block sits under
+    pad_ratio: float = 1.0  # storage_align padding of the written tile (padded / dense size)
+    access: Optional[WarpAccess] = None  # per-warp memory behaviour of a global<->shared copy
+    active_ratio: float = 1.0  # share of own iterations the block predicate keeps
+
+    @property
+    def executions(self) -> float:
+        """How many times the body runs over the whole launch (per warp for warp intrinsics).
+
+        A thread tag bound again inside a loop already bound to it (a cooperative fetch nested in
+        the compute's threadIdx.y) is the same hardware index, so it counts once.
+        """
+        total = 1
+        for loop in self.loops:
+            if loop.thread is None:
+                total *= loop.extent
+        for extent in self.thread_extents().values():
+            total *= extent
+        return total * self.active_ratio
+
+    def thread_extents(self) -> Dict[str, int]:
+        extents: Dict[str, int] = {}
+        for loop in self.loops:
+            if loop.thread is not None:
+                extents[loop.thread] = max(extents.get(loop.thread, 1), loop.extent)
+        return extents
+
+    @property
+    def own_extent(self) -> float:
+        """Iterations of the block's own loops that do work (the tile it moves)."""
+        total = 1
+        for loop in self.loops[self.own_start:]:
+            total *= loop.extent
+        return total * self.active_ratio
+
+    @property
+    def warp_level(self) -> bool:
+        return any(name in WARP_INTRINSICS for name in self.intrinsics)
+
+    def thread_extent(self, prefix: str) -> int:
+        total = 1
+        for tag, extent in self.thread_extents().items():
+            if tag.startswith(prefix):
+                total *= extent
+        return total
+
+    @property
+    def vector_lanes(self) -> int:
+        lanes = 1
+        for loop in self.loops[self.own_start:]:
+            if loop.kind == "vectorized":
+                lanes *= loop.extent
+        return lanes
+
+
+@dataclasses.dataclass
+class ProgramInfo:
+    blocks: List[BlockInfo]
+    params: Dict[str, Tuple[Tuple[int, ...], float]]  # global buffer name -> (shape, dtype bytes)
+
+
+def _int(expr, default: int = 1) -> int:
+    if isinstance(expr, int):
+        return int(expr)
+    value = getattr(expr, "value", None)
+    return int(value) if value is not None else default
+
+
+def _access(region) -> Access:
+    buf = region.source
+    return Access(
+        buffer=str(buf.name),
+        scope=str(buf.scope()),
+        dtype_bytes=dtype_bytes(buf.dtype),
+        shape=tuple(_int(rng.extent) for rng in region.region),
+    )
+
+
+class _Walker:
+    def __init__(self):
+        self.blocks: List[BlockInfo] = []
+        self.loops: List[Loop] = []
+        self.loop_vars: List = []
+        self.kernel = 0
+        self.pending_copies: List = []
+
+    def visit(self, stmt) -> List[int]:
+        kind = type(stmt).__name__
+        if kind == "For":
+            return self._for(stmt)
+        if kind == "SBlockRealize":
+            return self._block(stmt)
+        if kind == "SeqStmt":
+            ids: List[int] = []
+            for child in stmt.seq:
+                ids.extend(self.visit(child))
+            return ids
+        if kind == "IfThenElse":
+            ids = self.visit(stmt.then_case)
+            if stmt.else_case is not None:
+                ids.extend(self.visit(stmt.else_case))
+            return ids
+        body = getattr(stmt, "body", None)
+        return self.visit(body) if body is not None else []
+
+    def _for(self, loop) -> List[int]:
+        binding = loop.thread_binding
+        annotations = loop.annotations
+        unroll = annotations.get("pragma_auto_unroll_max_step", None) if annotations else None
+        self.loops.append(
+            Loop(
+                extent=_int(loop.extent),
+                kind=LOOP_KINDS.get(int(loop.kind), "serial"),
+                thread=str(binding.thread_tag) if binding is not None else None,
+                unroll_max_step=_int(unroll, 0) if unroll is not None else 0,
+                pipelined=bool(annotations) and "software_pipeline_stage" in annotations,
+            )
+        )
+        self.loop_vars.append(loop.loop_var)
+        depth = len(self.loops) - 1
+        ids = self.visit(loop.body)
+        self.loops.pop()
+        self.loop_vars.pop()
+        if len(ids) == 1:
+            self.blocks[ids[0]].own_start = depth
+        return ids
+
+    def _block(self, block) -> List[int]:
+        realize = block
+        block = block.block
+        if block.name_hint == "root":
+            body = block.body
+            children = list(body.seq) if type(body).__name__ == "SeqStmt" else [body]
+            ids: List[int] = []
+            for index, child in enumerate(children):
+                self.kernel = index
+                ids.extend(self.visit(child))
+            return ids
+        intrinsics: List[str] = []
+        float_ops = [0]
+        nested: List[int] = []
+
+        def scan(node):
+            kind = type(node).__name__
+            if kind == "Evaluate":
+                call = node.value
+                op = getattr(call, "op", None)
+                if op is not None:
+                    intrinsics.append(str(op.name).replace("tirx.", ""))
+            elif kind == "BufferStore":
+                float_ops[0] += _count_float_ops(node.value)
+            elif kind == "SeqStmt":
+                for child in node.seq:
+                    scan(child)
+            elif kind in ("For", "SBlockRealize"):
+                nested.extend(self.visit(node))
+            elif kind == "IfThenElse":
+                scan(node.then_case)
+                if node.else_case is not None:
+                    scan(node.else_case)
+            else:
+                body = getattr(node, "body", None)
+                if body is not None:
+                    scan(body)
+
+        index = len(self.blocks)
+        info = BlockInfo(
+            name=str(block.name_hint),
+            loops=tuple(self.loops),
+            own_start=len(self.loops),
+            reads=[_access(r) for r in block.reads],
+            writes=[_access(w) for w in block.writes],
+            intrinsics=intrinsics,
+            float_ops=0,
+            is_init=block.name_hint.endswith("_init"),
+            kernel=self.kernel,
+        )
+        self.blocks.append(info)
+        scan(block.body)
+        info.float_ops = float_ops[0]
+        if type(block.body).__name__ == "BufferStore" and info.float_ops == 0:
+            align = block.annotations.get("buffer_dim_align", None) if block.annotations else None
+            self.pending_copies.append((info, realize, block.body, align, tuple(self.loop_vars)))
+        return [index] + nested
+
+    def resolve_copies(self, warp_size: int = 32) -> None:
+        """Once every block's own loops are known: memory patterns and storage_align padding."""
+        for info, realize, store, _, loop_vars in self.pending_copies:
+            if type(realize.predicate).__name__ != "IntImm":
+                info.active_ratio = predicate_ratio(realize, info.loops, loop_vars, info.own_start)
+            if any(loop.thread is not None and loop.thread.startswith("blockIdx") for loop in info.loops):
+                info.access = warp_access(realize, store, info.loops, loop_vars, info.own_start, warp_size)
+        aligned = [entry for entry in self.pending_copies if entry[3] is not None]
+        if not aligned:
+            return
+        from tvm.sym import Analyzer, IntervalSet
+
+        analyzer = Analyzer()
+        for info, realize, store, align, loop_vars in aligned:
+            dom = {
+                var: IntervalSet(0, loop.extent - 1)
+                for var, loop in zip(loop_vars[info.own_start:], info.loops[info.own_start:])
+            }
+            bindings = {iv.var: value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
+            extents = []
+            for index in store.indices:
+                value = bindings.get(index, index)
+                bound = analyzer.int_set(value, dom)
+                extents.append(_int(analyzer.simplify(bound.max_value - bound.min_value), 0) + 1)
+            for entry in align:
+                _, axis, factor, offset = (int(x) for x in entry)
+                inner = 1
+                for extent in extents[axis + 1:]:
+                    inner *= extent
+                if inner <= 0 or factor <= 0:
+                    continue
+                padded = inner + (factor + offset - inner % factor) % factor
+                info.pad_ratio = padded / inner
+
+
+def _count_float_ops(expr) -> int:
+    """Arithmetic float operations in an expression tree (casts and loads are free)."""
+    count = 0
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        kind = type(node).__name__
+        if kind in FLOAT_OPS:
+            if "float" in str(getattr(node, "ty", "")):
+                count += 1
+            stack.append(node.a)
+            stack.append(node.b)
+        elif kind in ("Cast",):
+            stack.append(node.value)
+        elif kind == "Call":
+            stack.extend(node.args)
+        elif kind == "Select":
+            stack.extend([node.true_value, node.false_value])
+    return count
+
+
+def walk_primfunc(func) -> ProgramInfo:
+    """Every block of ``func`` (a scheduled PrimFunc) with its loops, accesses and intrinsics."""
+    walker = _Walker()
+    walker.visit(func.body)
+    walker.resolve_copies()
+    params = {}
+    for buf in func.params:
+        if hasattr(buf, "shape"):  # TVM 0.27 PrimFunc params are the buffers themselves
+            params[str(buf.name)] = (tuple(_int(s) for s in buf.shape), dtype_bytes(buf.dtype))
+    return ProgramInfo(blocks=walker.blocks, params=params)

@@ -1,0 +1,38 @@
+"""Shared bits of the benchmark scripts: machine description and result writing."""
+
+import json
+import os
+import platform
+import subprocess
+import sys
+
+
+def machine() -> dict:
+    import psutil
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    gpu = None
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"cpu": cpu, "physical_cores": psutil.cpu_count(logical=False), "gpu": gpu,
+            "python": sys.version.split()[0]}
+
+
+def write_json(path: str, payload: dict) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(payload, handle, indent=1)
+        handle.write("\n")
+    print(f"wrote {path}")
+
+
+def command_line() -> str:
+    return "python " + " ".join(sys.argv)

@@ -1,0 +1,78 @@
+"""Analyzer speed (one core) on 4096^3 fp16 tensor-core sketches, and its ranking on real data.
+
+    python scripts/bench_analyzer.py --out docs/results/cpu/analyzer.json
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import command_line, machine, write_json  # noqa: E402
+
+SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--candidates", type=int, default=200)
+    parser.add_argument("--gpu", default="h100")
+    parser.add_argument("--score-as", default="h100,a100", help="GPU specs to score the databases with")
+    parser.add_argument("--db", action="append", default=None, help="databases to score (default: ../shared)")
+    parser.add_argument("--out", default="docs/results/cpu/analyzer.json")
+    args = parser.parse_args()
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
+
+    import tvm.s_tir.tensor_intrin  # noqa: F401
+
+    from ms_pruner.analysis import StaticAnalyzer, evaluate_database
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.workloads import parse_workload
+
+    spec = get_gpu_spec(args.gpu)
+    workload = parse_workload("matmul:4096x4096x4096:float16:float32")
+    space = DesignSpace(workload.prim_func(), spec.target())
+    mods = [s.mod for s in space.sample(args.candidates, seed=0)]
+    analyzer = StaticAnalyzer.for_target(spec.target(), gpu=spec)
+    analyzer.estimate(mods[0])
+    times = []
+    for mod in mods:
+        start = time.perf_counter()
+        analyzer.estimate(mod)
+        times.append((time.perf_counter() - start) * 1e6)
+    result = {
+        "command": command_line(),
+        "machine": machine(),
+        "speed": {
+            "workload": workload.spec,
+            "gpu_spec": spec.name,
+            "candidates": len(times),
+            "us_mean": statistics.mean(times),
+            "us_median": statistics.median(times),
+            "us_p90": sorted(times)[int(0.9 * len(times))],
+        },
+        "databases": {},
+    }
+    databases = args.db or [os.path.join(SHARED, "h100", "mm4096_f16f32_stock_evolutionary")]
+    for path in databases:
+        if not os.path.isdir(path):
+            continue
+        for gpu in args.score_as.split(","):
+            report = evaluate_database(path, gpu=gpu)
+            result["databases"][f"{os.path.relpath(path, os.getcwd())} as {gpu}"] = {
+                "spearman": report.spearman,
+                "recall_top10_in_top30": report.recall_top10_in_top30,
+                "n_valid": report.n_valid,
+                "records": len(report.records),
+                "us_per_candidate_interleaved_with_replay": report.us_per_candidate,
+            }
+    print(result["speed"], result["databases"])
+    write_json(args.out, result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""The static analyzer on hand-made schedules (answers known from first principles) and real data."""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import H100_MM4096, needs_h100_data
+from ms_pruner.analysis import StaticAnalyzer, recall_at_top, spearman
+from ms_pruner.hardware import GPUSpec, get_gpu_spec
+from ms_pruner.workloads import parse_workload
+
+H100 = GPUSpec.h100()
+
+
+def _matmul_schedule(m=256, n=256, k=256):
+    from tvm.s_tir import Schedule
+
+    return Schedule(parse_workload(f"matmul:{m}x{n}x{k}:float32:float32").prim_func())
+
+
+def naive_gpu_matmul():
+    """One thread per C element, operands straight from global memory."""
+    sch = _matmul_schedule()
+    i, j, _ = sch.get_loops(sch.get_sblock("C"))
+    i0, i1 = sch.split(i, [None, 16])
+    j0, j1 = sch.split(j, [None, 16])
+    sch.reorder(i0, j0, i1, j1)
+    sch.bind(sch.fuse(i0, j0), "blockIdx.x")
+    sch.bind(sch.fuse(i1, j1), "threadIdx.x")
+    return sch
+
+
+def tiled_gpu_matmul(k_tile=32, extra_smem_rows=0):
+    """The same thread mapping, with A and B k-slices staged in shared memory per block."""
+    sch = _matmul_schedule()
+    block = sch.get_sblock("C")
+    i, j, k = sch.get_loops(block)
+    i0, i1 = sch.split(i, [None, 16])
+    j0, j1 = sch.split(j, [None, 16])
+    k0, k1 = sch.split(k, [None, k_tile])
+    sch.reorder(i0, j0, k0, i1, j1, k1)
+    bx = sch.fuse(i0, j0)
+    sch.bind(bx, "blockIdx.x")
+    for index in (0, 1):
+        cache = sch.cache_read(block, index, "shared")
+        sch.compute_at(cache, k0)
+        fused = sch.fuse(*sch.get_loops(cache)[-2:])
+        _, tx = sch.split(fused, [None, 256])
+        sch.bind(tx, "threadIdx.x")
+    tx = sch.fuse(i1, j1)
+    sch.bind(tx, "threadIdx.x")
+    return sch
+
+
+def grid_schedule(blocks: int):
+    """An elementwise kernel over 2^20 elements split into ``blocks`` blocks of 256 threads."""
+    from tvm import te
+    from tvm.s_tir import Schedule
+
+    a = te.placeholder((1 << 20,), name="A")
+    b = te.compute((1 << 20,), lambda i: a[i] * 2.0 + 1.0, name="B")
+    sch = Schedule(te.create_prim_func([a, b]))
+    (loop,) = sch.get_loops(sch.get_sblock("B"))
+    outer, serial, thread = sch.split(loop, [blocks, None, 256])
+    sch.bind(outer, "blockIdx.x")
+    sch.bind(thread, "threadIdx.x")
+    return sch
+
+
+def test_shared_memory_tiling_moves_fewer_global_bytes():
+    analyzer = StaticAnalyzer(H100)
+    naive = analyzer.estimate(naive_gpu_matmul())
+    tiled = analyzer.estimate(tiled_gpu_matmul())
+    assert naive.valid and tiled.valid
+    flops = 2 * 256**3
+    naive_bytes, tiled_bytes = naive.features[0].global_read_bytes, tiled.features[0].global_read_bytes
+    assert naive_bytes == pytest.approx(flops * 4)  # two 4-byte loads per multiply-add
+    # Each block loads a 16-row A slab and a 16-column B slab once: 16x fewer bytes.
+    assert tiled_bytes == pytest.approx(naive_bytes / 16)
+    assert tiled.features[0].smem_per_block == pytest.approx((16 * 32 + 32 * 16) * 4)
+    assert naive.features[0].cuda_core_flops == tiled.features[0].cuda_core_flops == flops
+
+
+def test_one_block_grid_is_penalised_by_waves():
+    analyzer = StaticAnalyzer(H100)
+    one = analyzer.estimate(grid_schedule(1))
+    full = analyzer.estimate(grid_schedule(H100.sm_count * 8))
+    assert one.kernels[0].wave_efficiency < 0.01
+    assert full.kernels[0].wave_efficiency > 0.9
+    # One SM of 132 does all the work; the full grid is bounded below by DRAM, so the gap is
+    # smaller than 132x but still large.
+    assert one.latency_s > 15 * full.latency_s
+
+
+def test_over_limit_shared_memory_and_threads_are_invalid():
+    big = StaticAnalyzer(H100).estimate(tiled_gpu_matmul(k_tile=256))
+    assert big.valid  # 32 KiB fits the opt-in limit
+    capped = StaticAnalyzer(H100, max_shared_memory=16 * 1024).estimate(tiled_gpu_matmul(k_tile=256))
+    assert not capped.valid and "shared memory" in capped.reason and capped.score == 0.0
+
+    from tvm.s_tir import Schedule
+    from tvm import te
+
+    a = te.placeholder((4096,), name="A")
+    b = te.compute((4096,), lambda i: a[i] + 1.0, name="B")
+    sch = Schedule(te.create_prim_func([a, b]))
+    (loop,) = sch.get_loops(sch.get_sblock("B"))
+    outer, inner = sch.split(loop, [None, 2048])
+    sch.bind(outer, "blockIdx.x")
+    sch.bind(inner, "threadIdx.x")
+    too_many = StaticAnalyzer(H100).estimate(sch)
+    assert not too_many.valid and "2048 threads" in too_many.reason
+
+
+def test_uncoalesced_copy_is_seen():
+    """Copying B into shared with threadIdx.x walking rows touches one sector per thread."""
+    sch = tiled_gpu_matmul()
+    good = StaticAnalyzer(H100).estimate(sch).features[0].copies
+    assert all(c.sector_efficiency == 1.0 for c in good)
+
+    bad_sch = _matmul_schedule()
+    block = bad_sch.get_sblock("C")
+    i, j, k = bad_sch.get_loops(block)
+    i0, i1 = bad_sch.split(i, [None, 16])
+    j0, j1 = bad_sch.split(j, [None, 16])
+    k0, k1 = bad_sch.split(k, [None, 32])
+    bad_sch.reorder(i0, j0, k0, i1, j1, k1)
+    bad_sch.bind(bad_sch.fuse(i0, j0), "blockIdx.x")
+    cache = bad_sch.cache_read(block, 1, "shared")
+    bad_sch.compute_at(cache, k0)
+    row, col = bad_sch.get_loops(cache)[-2:]
+    bad_sch.reorder(col, row)  # consecutive threads now read consecutive rows of B
+    _, tx = bad_sch.split(bad_sch.fuse(col, row), [None, 256])
+    bad_sch.bind(tx, "threadIdx.x")
+    bad_sch.bind(bad_sch.fuse(i1, j1), "threadIdx.x")
+    copies = StaticAnalyzer(H100).estimate(bad_sch).features[0].copies
+    assert min(c.sector_efficiency for c in copies) < 0.2
+
+
+@pytest.fixture(scope="module")
+def tensor_core_candidates(tensor_intrinsics):
+    from ms_pruner.search import DesignSpace
+
+    out = {}
+    for spec in ("matmul:1024x1024x1024:float16:float32", "conv2d_nhwc:4x28x28x64x64k3s1p1:float16:float32"):
+        target = get_gpu_spec("a100").target()
+        out[spec] = (target, DesignSpace(parse_workload(spec).prim_func(), target).sample(4, seed=5))
+    return out
+
+
+@pytest.mark.parametrize("spec", ["matmul:1024x1024x1024:float16:float32",
+                                  "conv2d_nhwc:4x28x28x64x64k3s1p1:float16:float32"])
+def test_tensor_core_terms_match_lowered_code(tensor_core_candidates, spec):
+    """MMA work equals the workload's FLOPs; shared memory equals what lowering allocates."""
+    import tvm
+    from tvm.s_tir.analysis import calculate_allocated_bytes
+    from tvm.tirx.build import split_host_device_mods
+
+    from ms_pruner.builder import build_pass_config
+
+    target, schedules = tensor_core_candidates[spec]
+    analyzer = StaticAnalyzer.for_target(target)
+    assert analyzer.hardware.name == "a100"
+    for sch in schedules:
+        est = analyzer.estimate(sch)
+        assert est.valid, est.reason
+        kernel = est.features[0]
+        assert kernel.mma_flops == pytest.approx(parse_workload(spec).flops)
+        assert (kernel.mma_m, kernel.mma_n, kernel.mma_k) == (16, 16, 16)
+        with_host = tvm.target.Target(target, host="llvm")
+        with tvm.transform.PassContext(config=build_pass_config(target)):
+            pipeline = tvm.tirx.get_default_tir_pipeline(with_host)
+            pipeline = pipeline[0] if isinstance(pipeline, tuple) else pipeline
+            device = split_host_device_mods(pipeline(tvm.tirx.transform.BindTarget(with_host)(sch.mod)))[1]
+        allocated = list(calculate_allocated_bytes(list(device.values())[0]).values())[0]
+        assert kernel.smem_per_block == pytest.approx(int(allocated["shared.dyn"]), rel=0.05)
+
+
+def test_cpu_roofline_prefers_parallel_vectorized_code():
+    from tvm.s_tir import Schedule
+
+    cpu = StaticAnalyzer("cpu")
+    plain = _matmul_schedule(128, 128, 128)
+    fast = _matmul_schedule(128, 128, 128)
+    i, j, k = fast.get_loops(fast.get_sblock("C"))
+    j0, j1 = fast.split(j, [None, 8])
+    fast.reorder(i, j0, k, j1)
+    fast.parallel(i)
+    fast.vectorize(j1)
+    slow_est, fast_est = cpu.estimate(plain), cpu.estimate(fast)
+    assert slow_est.valid and fast_est.valid
+    assert fast_est.cpu.vector_lanes == 8 and fast_est.cpu.parallel_extent == 128
+    assert fast_est.latency_s < slow_est.latency_s / 4
+    assert isinstance(plain, Schedule)
+
+
+def test_constant_predictor_scores_like_chance():
+    measured = np.sort(np.random.default_rng(0).uniform(1, 10, size=200))  # sorted, as MetaSchedule returns
+    constant = np.ones_like(measured)
+    assert spearman(constant, measured) == 0.0
+    assert recall_at_top(constant, measured) == pytest.approx(0.3, abs=0.06)
+    assert spearman(measured, measured) == pytest.approx(1.0)
+    assert recall_at_top(measured, measured) == 1.0
+    assert recall_at_top(-measured, measured) == 0.0
+
+
+@needs_h100_data
+def test_analyzer_ranks_real_h100_records(capsys, tensor_intrinsics):
+    from ms_pruner.cli import main
+
+    assert main(["analyze", "--db", H100_MM4096, "--gpu", "h100", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["records"]) == 191 and report["n_valid"] == 191
+    assert report["spearman"] >= 0.8
+    assert report["recall_top10_in_top30"] >= 0.7
+    assert set(report["records"][0]) == {"predicted_s", "measured_s", "valid"}
+    assert report["us_per_candidate"] > 0
