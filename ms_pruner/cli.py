@@ -26,6 +26,10 @@ def cmd_tune(args) -> int:
 
     if args.workload is not None:
         parse_workload(args.workload)  # bad specs fail before any device probing
+    if args.pretrained:
+        from .cost_model import read_model_file
+
+        read_model_file(args.pretrained)  # a bad model file fails before tuning starts
     choice = resolve_target(args.target, args.gpu, require_device=True)
     spec = args.workload or (DEFAULT_GPU_WORKLOAD if choice.is_cuda else DEFAULT_CPU_WORKLOAD)
     workload = parse_workload(spec)
@@ -44,6 +48,7 @@ def cmd_tune(args) -> int:
         num_trials_per_iter=args.per_iter,
         pretrained=args.pretrained,
         progress=not args.no_progress,
+        cost_model=args.cost_model,
     )
     if args.json:
         print(json.dumps(dict(vars(result), best_tflops=result.best_tflops, workload=workload.spec)))
@@ -54,8 +59,11 @@ def cmd_tune(args) -> int:
         print(f"{workload.spec}: {result.records} records, none ran successfully (see {work_dir}/logs)")
         return 1
     for timing in result.rounds:
+        split = timing.get("strategy") or {}
+        detail = "".join(f", {name} {split[name + '_s']:.1f}s" for name in ("sample", "draft", "verify", "droplet")
+                         if name + "_s" in split)
         print(
-            f"round {timing['round']}: {timing['trials']} trials, search {timing['search_s']:.1f}s, "
+            f"round {timing['round']}: {timing['trials']} trials, search {timing['search_s']:.1f}s{detail}, "
             f"build {timing['build_s']:.1f}s ({timing['build_errors']} errors), run {timing['run_s']:.1f}s "
             f"({timing['run_errors']} errors)"
         )
@@ -99,6 +107,33 @@ def cmd_analyze(args) -> int:
     return 0
 
 
+def cmd_evaluate_model(args) -> int:
+    from .cost_model import evaluate_models
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    result = evaluate_models(args.db, models, train_frac=args.train_frac, seed=args.seed)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"trained on the first {result['n_train']} records, scored the other {len(result['test'])}")
+    for name in models:
+        row = result[name]
+        print(f"{name:12s} spearman {row['spearman']:.3f}  ndcg10 {row['ndcg10']:.3f}  "
+              f"recall_top10_in_top30 {row['recall_top10_in_top30']:.3f}  train {row['train_s']:.2f}s  "
+              f"predict {row['predict_us']:.1f} us/candidate")
+    return 0
+
+
+def cmd_train(args) -> int:
+    from .cost_model.offline import train_offline
+
+    report = train_offline(args.db, args.out, time_budget_s=args.time_budget, max_epochs=args.epochs,
+                           seed=args.seed)
+    print(f"trained on {report['samples']} records from {len(args.db)} database(s) in {report['seconds']:.1f}s "
+          f"({report['epochs']} epochs); wrote {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ms-pruner", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -115,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--seed", type=int, default=None)
     tune.add_argument("--builder", default="pruner", help="pruner (ours) | stock (MetaSchedule's)")
     tune.add_argument("--per-iter", type=int, default=64, help="trials measured per round")
-    tune.add_argument("--pretrained", default=None, help="pretrained PaCM model for --strategy moa")
+    tune.add_argument("--pretrained", default=None, help="pretrained PaCM model (ms-pruner train) for MoA")
+    tune.add_argument("--cost-model", default=None, help="xgb | pacm, for --strategy stock (default xgb)")
     tune.add_argument("--no-progress", action="store_true")
     tune.add_argument("--json", action="store_true", help="print the result as one JSON object")
     tune.set_defaults(func=cmd_tune)
@@ -125,6 +161,22 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--gpu", default=None, help="GPU spec to assume (default: from the record target)")
     analyze.add_argument("--json", action="store_true")
     analyze.set_defaults(func=cmd_analyze)
+
+    evaluate = sub.add_parser("evaluate-model", help="train cost models on early records, score later ones")
+    evaluate.add_argument("--db", required=True)
+    evaluate.add_argument("--models", default="pacm,xgb", help="comma list of pacm, xgb, xgb-trained")
+    evaluate.add_argument("--train-frac", type=float, default=0.5)
+    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--json", action="store_true")
+    evaluate.set_defaults(func=cmd_evaluate_model)
+
+    train = sub.add_parser("train", help="pretrain PaCM offline from MetaSchedule databases")
+    train.add_argument("--db", action="append", required=True, help="database directory (repeatable)")
+    train.add_argument("--out", required=True, help="model file to write")
+    train.add_argument("--epochs", type=int, default=200)
+    train.add_argument("--time-budget", type=float, default=300.0, help="seconds")
+    train.add_argument("--seed", type=int, default=0)
+    train.set_defaults(func=cmd_train)
 
     show = sub.add_parser("show", help="print the best record of each workload in a work dir")
     show.add_argument("--work-dir", required=True)

@@ -72,15 +72,22 @@ class StaticAnalyzer:
 
     def estimate(self, candidate) -> Estimate:
         """Estimate a post-processed Schedule (or its IRModule / PrimFunc)."""
+        return self.analyze(candidate)[1]
+
+    def analyze(self, candidate):
+        """(walked programs, Estimate): the walk is returned for callers that reuse it (PaCM)."""
         try:
             funcs = _primfuncs(candidate)
             programs = [walk_primfunc(func) for func in funcs]
         except Exception as err:  # pylint: disable=broad-except
-            return Estimate(latency_s=math.inf, valid=False, reason=f"analysis failed: {err}".splitlines()[0])
+            return [], Estimate(latency_s=math.inf, valid=False, reason=f"analysis failed: {err}".splitlines()[0])
         if self.check_lowering and self.target is not None:
             reason = self._lowering_error(candidate)
             if reason:
-                return Estimate(latency_s=math.inf, valid=False, reason=reason)
+                return programs, Estimate(latency_s=math.inf, valid=False, reason=reason)
+        return programs, self.estimate_programs(programs)
+
+    def estimate_programs(self, programs) -> Estimate:
         if not self.is_gpu:
             total = 0.0
             cpu = None

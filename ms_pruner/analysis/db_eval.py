@@ -71,10 +71,9 @@ def score_estimates(estimates: List[Estimate], measured: List[Optional[float]]) 
 def evaluate_database(path: str, gpu: Optional[str] = None) -> DatabaseReport:
     """Replay every record of the database in ``path``, estimate it and score the ranking."""
     from ..hardware import get_gpu_spec
-    from ..tuning.records import FAILED_RUN_SECONDS, mean_latency, open_database
+    from ..tuning.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
 
-    database = open_database(path)
-    records = list(database.get_all_tuning_records())
+    records = records_in_file_order(path)
     analyzers = {}
     estimates: List[Estimate] = []
     measured: List[Optional[float]] = []

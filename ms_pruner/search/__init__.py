@@ -1,5 +1,8 @@
-"""Search: the design space in Python (sampling, replay)."""
+"""Search: the design space in Python, the analyzer as fitness, and PrunerSearch."""
 
+from .droplet import neighbour_decisions, neighbours
+from .pruner import DEFAULTS, PrunerSearch
+from .psa_model import PSACostModel
 from .space import DesignSpace
 
-__all__ = ["DesignSpace"]
+__all__ = ["DEFAULTS", "DesignSpace", "PSACostModel", "PrunerSearch", "neighbour_decisions", "neighbours"]

@@ -12,6 +12,7 @@ from .records import best_record, mean_latency, open_database, records_for, work
 
 STRATEGIES = ("stock", "pruner", "moa")
 ROUND_LOG = os.path.join("logs", "ms_pruner_rounds.jsonl")
+MOA_MOMENTUM = 0.9
 
 
 @dataclasses.dataclass
@@ -32,15 +33,34 @@ class TuneResult:
         return self.flops / self.best_latency_s / 1e12 if self.best_latency_s else None
 
 
-def search_components(strategy: str, target, pretrained: Optional[str] = None, seed: Optional[int] = None):
-    """(search strategy, cost model) for MetaSchedule, by strategy name."""
+def search_components(strategy: str, target, pretrained: Optional[str] = None, seed: Optional[int] = None,
+                      cost_model: Optional[str] = None):
+    """(search strategy, cost model) for MetaSchedule, by strategy name.
+
+    ``stock`` is MetaSchedule's evolutionary search with its XGB model (or PaCM with
+    ``cost_model="pacm"``; a ``pretrained`` file then starts it MoA-style). ``pruner`` and ``moa``
+    are the draft-then-verify search with PaCM; ``moa`` needs a pretrained model.
+    """
+    from ..cost_model import PaCM
+
+    if strategy not in STRATEGIES:
+        raise UserError(f"unknown strategy '{strategy}'; choose one of {', '.join(STRATEGIES)}")
+    if cost_model not in (None, "xgb", "pacm"):
+        raise UserError(f"unknown cost model '{cost_model}'; choose xgb or pacm")
+    model_seed = seed or 0
     if strategy == "stock":
-        if pretrained:
-            raise UserError("--pretrained needs --strategy moa (stock MetaSchedule uses its own XGB model)")
+        if cost_model == "pacm" or pretrained:
+            return "evolutionary", PaCM(pretrained=pretrained, momentum=MOA_MOMENTUM if pretrained else None,
+                                        seed=model_seed)
         return "evolutionary", "xgb"
-    if strategy in ("pruner", "moa"):
-        raise UserError(f"strategy '{strategy}' is not available yet; use --strategy stock")
-    raise UserError(f"unknown strategy '{strategy}'; choose one of {', '.join(STRATEGIES)}")
+    from ..search import PrunerSearch
+
+    if strategy == "moa" and not pretrained:
+        raise UserError("--strategy moa needs --pretrained MODEL (make one with 'ms-pruner train')")
+    if cost_model == "xgb":
+        raise UserError(f"--strategy {strategy} verifies with PaCM; drop --cost-model xgb")
+    model = PaCM(pretrained=pretrained, momentum=MOA_MOMENTUM if strategy == "moa" else None, seed=model_seed)
+    return PrunerSearch(seed=model_seed), model
 
 
 def normalized_mod(mod):
@@ -64,6 +84,7 @@ def tune_tir(
     pretrained: Optional[str] = None,
     progress: bool = True,
     search=None,
+    cost_model: Optional[str] = None,
 ) -> TuneResult:
     """Tune ``mod`` until the work dir holds ``max_trials`` records of it for ``target``.
 
@@ -89,9 +110,10 @@ def tune_tir(
     started = time.perf_counter()
     rounds: List[dict] = []
     if remaining > 0:
-        strategy_obj, cost_model = search or search_components(strategy, target, pretrained, seed)
+        strategy_obj, model = search or search_components(strategy, target, pretrained, seed, cost_model)
         bar = tqdm(total=remaining, unit="trial", desc=f"tuning ({strategy})", disable=not progress)
-        clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=remaining)
+        clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=remaining,
+                           strategy_timings=getattr(strategy_obj, "timings", None))
         inner_builder = make_builder(builder) if isinstance(builder, str) else builder
         inner_runner = runner if runner is not None else make_runner()
         try:
@@ -104,7 +126,7 @@ def tune_tir(
                 builder=TimedBuilder(inner_builder, clock),
                 runner=TimedRunner(inner_runner, clock),
                 database=database,
-                cost_model=cost_model,
+                cost_model=model,
                 strategy=strategy_obj,
                 measure_callbacks=ms.MeasureCallback.create("default") + [ProgressCallback(clock)],
                 seed=seed,

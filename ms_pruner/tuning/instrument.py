@@ -37,12 +37,14 @@ class RoundTiming:
     run_errors: int
     best_latency_s: Optional[float]
     wall_s: float
+    strategy: dict = dataclasses.field(default_factory=dict)  # the search's own split (PrunerSearch)
 
 
 class RoundClock:
     """Timestamps shared by TimedBuilder, TimedRunner and ProgressCallback."""
 
-    def __init__(self, log_path: Optional[str] = None, progress=None, total_trials: int = 0):
+    def __init__(self, log_path: Optional[str] = None, progress=None, total_trials: int = 0,
+                 strategy_timings: Optional[list] = None):
         self.start = time.perf_counter()
         self.last_round_end = self.start
         self.build_span = (0.0, 0.0)
@@ -53,6 +55,14 @@ class RoundClock:
         self.best_latency_s: Optional[float] = None
         self.log_path = log_path
         self.progress = progress
+        self.strategy_timings = strategy_timings if strategy_timings is not None else []
+        self._timings_seen = 0
+
+    def _new_strategy_timing(self) -> dict:
+        if len(self.strategy_timings) <= self._timings_seen:
+            return {}
+        self._timings_seen = len(self.strategy_timings)
+        return dict(self.strategy_timings[-1])
 
     def finish_round(self, task_id: int, builder_results, runner_results) -> RoundTiming:
         now = time.perf_counter()
@@ -80,6 +90,7 @@ class RoundClock:
             run_errors=run_errors,
             best_latency_s=self.best_latency_s,
             wall_s=now - self.start,
+            strategy=self._new_strategy_timing(),
         )
         self.rounds.append(timing)
         self.last_round_end = now

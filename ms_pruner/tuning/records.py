@@ -39,6 +39,32 @@ def open_database(path: str, create: bool = False):
         raise UserError(f"corrupt MetaSchedule database in '{path}': {first}") from None
 
 
+def records_in_file_order(path: str) -> List:
+    """Every record of the JSON database in ``path``, in the order it was measured.
+
+    ``Database.get_all_tuning_records`` returns records sorted by latency; model evaluation that
+    trains on the first part of a run needs the file order instead.
+    """
+    import json
+
+    from tvm.s_tir import meta_schedule as ms
+
+    open_database(path)  # validates the files and registers the tensor intrinsics
+    workload_file, record_file = database_paths(path)
+    try:
+        with open(workload_file, encoding="utf-8") as handle:
+            workloads = [ms.database.Workload.from_json(json.loads(line)) for line in handle if line.strip()]
+        records = []
+        with open(record_file, encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    index, payload = json.loads(line)
+                    records.append(ms.database.TuningRecord.from_json(payload, workloads[index]))
+    except Exception as err:  # pylint: disable=broad-except
+        raise UserError(f"corrupt MetaSchedule database in '{path}': {str(err).strip().splitlines()[-1]}") from None
+    return records
+
+
 def mean_latency(record) -> float:
     """Mean of ``run_secs`` in seconds; failed builds/runs come back as >= 1e9."""
     secs = [float(x) for x in record.run_secs] if record.run_secs is not None else []

@@ -1,0 +1,25 @@
+"""PaCM, the verify model: a pattern-aware transformer cost model with MoA momentum adaptation.
+
+``PaCM()`` is a MetaSchedule cost model (``ms.tune_tir(..., cost_model=PaCM())``); ``PaCMCore``
+is the same model without MetaSchedule plumbing. See docs/cost_model.md.
+"""
+
+from .evaluate import MODELS, evaluate_models
+from .pacm import PaCM, PaCMCore, positive_scores, read_model_file
+from .tokens import TOKEN_DIM, TokenExtractor
+from .training import Sample, fit, lambda_rank_loss, ranking_loss
+
+__all__ = [
+    "MODELS",
+    "PaCM",
+    "PaCMCore",
+    "Sample",
+    "TOKEN_DIM",
+    "TokenExtractor",
+    "evaluate_models",
+    "fit",
+    "lambda_rank_loss",
+    "positive_scores",
+    "ranking_loss",
+    "read_model_file",
+]

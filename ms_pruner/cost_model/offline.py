@@ -1,0 +1,38 @@
+"""Offline pretraining of PaCM from MetaSchedule databases (``ms-pruner train``)."""
+
+from __future__ import annotations
+
+import math
+from typing import List
+
+from .pacm import PaCMCore, _task_key
+from .training import Sample
+
+
+def database_samples(core: PaCMCore, path: str) -> List[Sample]:
+    """Every record of a database as a training sample (trace replayed, tokens extracted)."""
+    from ..analysis.db_eval import replay_record
+    from ..tuning.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
+
+    samples = []
+    for record in records_in_file_order(path):
+        sample = core.featurize([replay_record(record).mod], record.target)[0]
+        latency = mean_latency(record)
+        sample.latency_s = latency if latency < FAILED_RUN_SECONDS else math.inf
+        sample.task = _task_key(record.workload.mod)
+        samples.append(sample)
+    return samples
+
+
+def train_offline(paths: List[str], out: str, time_budget_s: float = 300.0, max_epochs: int = 200,
+                  seed: int = 0) -> dict:
+    core = PaCMCore(time_budget_s=time_budget_s, max_epochs=max_epochs, seed=seed)
+    for path in paths:
+        core.add(database_samples(core, path))
+    report = core.train()
+    core.save(out)
+    return {
+        "samples": len(core.samples),
+        "seconds": report.seconds if report else 0.0,
+        "epochs": report.epochs if report else 0,
+    }

@@ -1,0 +1,204 @@
+"""PaCM as a MetaSchedule cost model (``cost_model=PaCM()``), with MoA momentum adaptation."""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.cost_model import PyCostModel
+
+from ..errors import UserError
+from .net import PaCMNet
+from .tokens import TOKEN_DIM, TokenExtractor
+from .training import FitReport, Sample, fit, predict_scores
+
+MODEL_FORMAT = "ms_pruner.pacm"
+MODEL_VERSION = 1
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _task_key(mod) -> str:
+    import tvm_ffi
+
+    return str(int(tvm_ffi.structural_hash(mod)))
+
+
+class PaCMCore:
+    """The model state without MetaSchedule plumbing: samples, nets, training, prediction.
+
+    ``momentum`` enables MoA: the online net is re-initialised from the momentum (EMA) net before
+    each fine-tune, the EMA net then moves ``1 - momentum`` of the way to the tuned weights, and the
+    EMA net is the one that predicts (Siamese-style), so one noisy round cannot derail the model.
+    """
+
+    def __init__(self, momentum: Optional[float] = None, time_budget_s: float = 8.0, max_epochs: int = 60,
+                 seed: int = 0, device: Optional[torch.device] = None):
+        torch.manual_seed(seed)
+        self.device = device or default_device()
+        self.net = PaCMNet().to(self.device)
+        self.ema: Optional[PaCMNet] = None
+        self.momentum = momentum
+        self.time_budget_s = time_budget_s
+        self.max_epochs = max_epochs
+        self.seed = seed
+        self.samples: List[Sample] = []
+        self.extractors: Dict[str, TokenExtractor] = {}
+        self.last_fit: Optional[FitReport] = None
+        self.updates = 0
+
+    # -- features -------------------------------------------------------------------------
+    def extractor(self, target) -> TokenExtractor:
+        from ..analysis import StaticAnalyzer
+
+        key = str(target)
+        if key not in self.extractors:
+            self.extractors[key] = TokenExtractor(StaticAnalyzer.for_target(target))
+        return self.extractors[key]
+
+    def featurize(self, mods, target) -> List[Sample]:
+        extractor = self.extractor(target)
+        samples = []
+        for mod in mods:
+            tokens, prior = extractor.extract(mod)
+            samples.append(Sample(tokens=tokens, prior=prior, latency_s=math.inf, task=""))
+        return samples
+
+    # -- learning -------------------------------------------------------------------------
+    def add(self, samples: List[Sample]) -> None:
+        self.samples.extend(samples)
+
+    def train(self) -> Optional[FitReport]:
+        if len(self.samples) < 2:
+            return None
+        if self.momentum is not None:
+            if self.ema is None:
+                self.ema = copy.deepcopy(self.net)
+            self.net.load_state_dict(self.ema.state_dict())
+        self.last_fit = fit(self.net, self.samples, self.device, time_budget_s=self.time_budget_s,
+                            max_epochs=self.max_epochs, seed=self.seed + self.updates)
+        if self.momentum is not None:
+            with torch.no_grad():
+                for ema_param, param in zip(self.ema.parameters(), self.net.parameters()):
+                    ema_param.mul_(self.momentum).add_(param, alpha=1.0 - self.momentum)
+        self.updates += 1
+        return self.last_fit
+
+    @property
+    def predictor(self) -> PaCMNet:
+        return self.ema if self.momentum is not None and self.ema is not None else self.net
+
+    def scores(self, samples: List[Sample]) -> np.ndarray:
+        return predict_scores(self.predictor, samples, self.device)
+
+    # -- persistence ----------------------------------------------------------------------
+    def state(self) -> dict:
+        return {
+            "format": MODEL_FORMAT,
+            "version": MODEL_VERSION,
+            "config": dict(self.net.config),
+            "net": {k: v.detach().cpu() for k, v in self.net.state_dict().items()},
+            "ema": {k: v.detach().cpu() for k, v in self.ema.state_dict().items()} if self.ema else None,
+            "trained_samples": len(self.samples),
+            "updates": self.updates,
+        }
+
+    def save(self, path: str) -> None:
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        torch.save(self.state(), path)
+
+    def load(self, path: str, as_pretrained: bool = False) -> None:
+        state = read_model_file(path)
+        net = PaCMNet(**state["config"]).to(self.device)
+        net.load_state_dict(state["net"])
+        self.net = net
+        if as_pretrained or state.get("ema") is None:
+            self.ema = copy.deepcopy(net) if self.momentum is not None else None
+        else:
+            self.ema = PaCMNet(**state["config"]).to(self.device)
+            self.ema.load_state_dict(state["ema"])
+
+
+def read_model_file(path: str) -> dict:
+    """Load and validate a PaCM file; anything wrong is one clear UserError line."""
+    if not os.path.isfile(path):
+        raise UserError(f"PaCM model file '{path}' does not exist")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # pylint: disable=broad-except
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        raise UserError(f"corrupt PaCM model file '{path}': {first}") from None
+    if not isinstance(state, dict) or state.get("format") != MODEL_FORMAT:
+        raise UserError(f"'{path}' is not a PaCM model file (no '{MODEL_FORMAT}' header)")
+    if state.get("version") != MODEL_VERSION:
+        raise UserError(f"PaCM model file '{path}' has version {state.get('version')}; this ms_pruner reads "
+                        f"version {MODEL_VERSION}")
+    if state.get("config", {}).get("token_dim") != TOKEN_DIM:
+        raise UserError(f"PaCM model file '{path}' was trained on {state.get('config', {}).get('token_dim')}-wide "
+                        f"tokens; this ms_pruner makes {TOKEN_DIM}-wide tokens")
+    try:
+        PaCMNet(**state["config"]).load_state_dict(state["net"])
+    except Exception as err:  # pylint: disable=broad-except
+        raise UserError(f"incompatible PaCM model file '{path}': {str(err).splitlines()[0][:160]}") from None
+    return state
+
+
+def _latency(result) -> float:
+    if result.error_msg is not None or not result.run_secs:
+        return math.inf
+    secs = [float(x) for x in result.run_secs]
+    value = sum(secs) / len(secs)
+    return value if value < 1e9 else math.inf
+
+
+@derived_object
+class PaCM(PyCostModel):
+    """Pattern-aware transformer cost model for MetaSchedule (``ms.tune_tir(cost_model=PaCM())``).
+
+    ``pretrained``: a file from ``ms-pruner train`` to start from. ``momentum`` (e.g. 0.9) turns on
+    MoA: fine-tune online from a momentum copy that does the predicting. ``time_budget_s`` bounds
+    every ``update``.
+    """
+
+    def __init__(self, pretrained: Optional[str] = None, momentum: Optional[float] = None,
+                 time_budget_s: float = 8.0, max_epochs: int = 60, seed: int = 0):
+        super().__init__()
+        self.core = PaCMCore(momentum=momentum, time_budget_s=time_budget_s, max_epochs=max_epochs, seed=seed)
+        self.update_calls = 0
+        if pretrained:
+            self.core.load(pretrained, as_pretrained=True)
+
+    def load(self, path: str) -> None:
+        self.core.load(path)
+
+    def save(self, path: str) -> None:
+        self.core.save(path)
+
+    def update(self, context, candidates, results) -> None:
+        self.update_calls += 1
+        samples = self.core.featurize([c.sch.mod for c in candidates], context.target)
+        task = _task_key(context.mod)
+        for sample, result in zip(samples, results):
+            sample.latency_s = _latency(result)
+            sample.task = task
+        self.core.add(samples)
+        self.core.train()
+
+    def predict(self, context, candidates) -> np.ndarray:
+        samples = self.core.featurize([c.sch.mod for c in candidates], context.target)
+        return positive_scores(self.core.scores(samples))
+
+
+def positive_scores(raw: np.ndarray) -> np.ndarray:
+    """exp(s - max s) in (0, 1]: same order, and positive as EvolutionarySearch's sampling needs."""
+    if raw.size == 0:
+        return raw.astype("float64")
+    return np.exp(raw - np.max(raw)).astype("float64")

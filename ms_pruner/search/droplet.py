@@ -1,0 +1,68 @@
+"""Droplet-style coordinate descent: the neighbours of a schedule that differ in one decision.
+
+A neighbour moves one prime factor between two levels of one tile split (keeping the product,
+so the split stays perfect), or steps one categorical choice (unroll depth, vector width) to the
+adjacent candidate. Exploiting around the best measured schedule this way finds the local
+refinements random mutation keeps missing.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import List, Tuple
+
+
+def _prime_factors(value: int) -> List[int]:
+    factors, p = [], 2
+    while p * p <= value:
+        if value % p == 0:
+            factors.append(p)
+            while value % p == 0:
+                value //= p
+        p += 1
+    if value > 1:
+        factors.append(value)
+    return factors
+
+
+def neighbour_decisions(trace) -> List[Tuple[object, object]]:
+    """(instruction, new decision) pairs, each one step away from ``trace``'s decisions."""
+    moves = []
+    for inst, decision in trace.decisions.items():
+        kind = inst.kind.name
+        if kind == "SamplePerfectTile":
+            factors = [int(x) for x in decision]
+            max_innermost = int(inst.attrs[1]) if len(inst.attrs) > 1 else -1
+            for src in range(len(factors)):
+                for prime in _prime_factors(factors[src]):
+                    for dst in range(len(factors)):
+                        if dst == src:
+                            continue
+                        new = list(factors)
+                        new[src] //= prime
+                        new[dst] *= prime
+                        if max_innermost > 0 and new[-1] > max_innermost:
+                            continue
+                        moves.append((inst, new))
+        elif kind == "SampleCategorical":
+            index = int(decision)
+            for step in (-1, 1):
+                if 0 <= index + step < len(inst.attrs[0]):
+                    moves.append((inst, index + step))
+    return moves
+
+
+def neighbours(space, trace, limit: int, seed: int) -> List:
+    """Up to ``limit`` post-processed neighbour schedules of ``trace`` (random subset of moves)."""
+    base = trace.simplified(remove_postproc=True)
+    moves = neighbour_decisions(base)
+    rng = random.Random(seed)
+    rng.shuffle(moves)
+    out = []
+    for inst, decision in moves:
+        if len(out) >= limit:
+            break
+        sch = space.replay(base.with_decision(inst, decision, remove_postproc=True), seed=rng.randrange(1, 2**30))
+        if sch is not None:
+            out.append(sch)
+    return out

@@ -1,0 +1,240 @@
+"""PrunerSearch: draft with the static analyzer, verify with the learned model, exploit the best.
+
+One round (``generate_measure_candidates``):
+
+1. **Population** — the best measured schedules from the database (replayed with their decisions)
+   plus random samples of the design space (MetaSchedule's C++ sampler, postprocessors applied).
+2. **Draft** — MetaSchedule's C++ genetic evolution (its mutators, its postprocessors) with the
+   static analyzer as fitness keeps the ``draft_size`` most promising unmeasured schedules.
+3. **Verify** — the tuning cost model (PaCM) scores the draft; the batch takes the best of them,
+   an ``eps_greedy`` share of random draft members, and (from round ``droplet_after`` on) the
+   neighbours of the best measured schedule that the model likes best (Droplet exploitation).
+4. Nothing measured before (same structural hash) is proposed again.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import List, Optional
+
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
+
+DEFAULTS = dict(
+    population=512,
+    draft_size=256,
+    genetic_iters=2,
+    mutate_prob=0.85,
+    init_measured_ratio=0.1,
+    eps_greedy=0.1,
+    droplet_after=2,
+    droplet_share=0.25,
+    droplet_neighbours=64,
+)
+
+
+@derived_object
+class PrunerSearch(PySearchStrategy):
+    """Draft-then-verify search strategy for ``ms.tune_tir`` / ``tune_tasks`` / ``tune_relax``.
+
+    ``timings`` (a list, shared with clones) receives one dict per round with the seconds spent in
+    sampling, draft, verify and droplet, and how many candidates each stage saw.
+    """
+
+    def __init__(self, population: int = DEFAULTS["population"], draft_size: int = DEFAULTS["draft_size"],
+                 genetic_iters: int = DEFAULTS["genetic_iters"], mutate_prob: float = DEFAULTS["mutate_prob"],
+                 init_measured_ratio: float = DEFAULTS["init_measured_ratio"],
+                 eps_greedy: float = DEFAULTS["eps_greedy"], droplet_after: int = DEFAULTS["droplet_after"],
+                 droplet_share: float = DEFAULTS["droplet_share"],
+                 droplet_neighbours: int = DEFAULTS["droplet_neighbours"], seed: int = 0,
+                 timings: Optional[list] = None):
+        super().__init__()
+        self.params = dict(population=population, draft_size=draft_size, genetic_iters=genetic_iters,
+                           mutate_prob=mutate_prob, init_measured_ratio=init_measured_ratio,
+                           eps_greedy=eps_greedy, droplet_after=droplet_after, droplet_share=droplet_share,
+                           droplet_neighbours=droplet_neighbours, seed=seed)
+        self.timings = timings if timings is not None else []
+        self.rng = random.Random(seed)
+        self.context = None
+        self.inner = None
+        self.space = None
+        self.analyzer = None
+        self.psa = None
+
+    # -- MetaSchedule plumbing ------------------------------------------------------------
+    def _initialize_with_tune_context(self, context) -> None:
+        from tvm.s_tir import meta_schedule as ms
+
+        from ..analysis import StaticAnalyzer
+        from .space import DesignSpace
+        from .psa_model import PSACostModel
+
+        self.context = context
+        self.space = DesignSpace(context.mod, context.target, context=context)
+        self.analyzer = StaticAnalyzer.for_target(context.target)
+        self.psa = PSACostModel(self.analyzer)
+        self.inner = ms.search_strategy.EvolutionarySearch(
+            population_size=self.params["population"],
+            init_measured_ratio=0.0,
+            init_min_unmeasured=min(50, self.params["population"]),
+            genetic_num_iters=self.params["genetic_iters"],
+            genetic_mutate_prob=self.params["mutate_prob"],
+            eps_greedy=0.0,
+        )
+        self.inner._initialize_with_tune_context(context)  # pylint: disable=protected-access
+
+    def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None):
+        from tvm.s_tir import meta_schedule as ms
+
+        self.max_trials = int(max_trials)
+        self.per_iter = int(num_trials_per_iter)
+        self.database = database if database is not None else ms.database.MemoryDatabase()
+        self.cost_model = cost_model
+        self.trials = 0
+        self.round = 0
+        self.measured = set()
+        self.best = None  # (latency, trace)
+        self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database=self.database,
+                              cost_model=self.psa)
+        workload = self.database.commit_workload(self.context.mod)
+        for record in self.database.get_top_k(workload, 1 << 30):
+            self._note_measured(record.trace, _mean(record.run_secs))
+
+    def post_tuning(self) -> None:
+        self.inner.post_tuning()
+
+    def clone(self):
+        return PrunerSearch(**self.params, timings=self.timings)
+
+    def notify_runner_results(self, measure_candidates, results) -> None:
+        self.trials += len(results)
+        for candidate, result in zip(measure_candidates, results):
+            latency = _mean(result.run_secs) if result.error_msg is None else float("inf")
+            self._note_measured(candidate.sch.trace, latency, candidate.sch.mod)
+        self.inner.notify_runner_results(measure_candidates, results)
+
+    # -- the round ------------------------------------------------------------------------
+    def generate_measure_candidates(self):
+        from tvm.s_tir import meta_schedule as ms
+
+        if self.trials >= self.max_trials:
+            return None
+        batch = min(self.per_iter, self.max_trials - self.trials)
+        timing = {"round": self.round, "task": str(self.context.task_name)}
+        start = time.perf_counter()
+        population = self._population()
+        timing["sample_s"] = time.perf_counter() - start
+        timing["population"] = len(population)
+
+        start = time.perf_counter()
+        psa_seconds = self.psa.seconds
+        draft = list(ms._ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel(  # pylint: disable=protected-access
+            self.inner, population, self.params["draft_size"]))
+        draft = [s for s in draft if self._key(s.mod) not in self.measured]
+        timing["draft_s"] = time.perf_counter() - start
+        timing["draft_analyzer_s"] = self.psa.seconds - psa_seconds
+        timing["draft"] = len(draft)
+
+        start = time.perf_counter()
+        droplet = []
+        if self.best is not None and self.round >= self.params["droplet_after"]:
+            from .droplet import neighbours
+
+            droplet = [s for s in neighbours(self.space, self.best[1], self.params["droplet_neighbours"],
+                                             self.rng.randrange(1 << 30)) if self._key(s.mod) not in self.measured]
+        timing["droplet_s"] = time.perf_counter() - start
+        timing["droplet"] = len(droplet)
+
+        start = time.perf_counter()
+        picks = self._select(draft, droplet, batch)
+        timing["verify_s"] = time.perf_counter() - start
+        timing["picked"] = len(picks)
+        self.timings.append(timing)
+        self.round += 1
+        if not picks:
+            return None
+        for sch in picks:
+            self.measured.add(self._key(sch.mod))
+        return [_measure_candidate(sch) for sch in picks]
+
+    def _population(self) -> List:
+        from tvm.s_tir import meta_schedule as ms
+
+        population = []
+        if self.best is not None:
+            workload = self.database.commit_workload(self.context.mod)
+            top = self.database.get_top_k(workload, int(self.params["population"] * self.params["init_measured_ratio"]))
+            for record in top:
+                sch = self.space.replay(record.trace, seed=self.rng.randrange(1, 1 << 30))
+                if sch is not None:
+                    population.append(sch)
+        missing = self.params["population"] - len(population)
+        if missing > 0:
+            population.extend(ms._ffi_api.SearchStrategyEvolutionarySearchSampleInitPopulation(  # pylint: disable=protected-access
+                self.inner, missing))
+        return population
+
+    def _select(self, draft: List, droplet: List, batch: int) -> List:
+        """Best of the draft and of the droplet neighbours by the cost model, plus eps random."""
+        n_droplet = min(len(droplet), int(round(batch * self.params["droplet_share"]))) if droplet else 0
+        n_random = int(round((batch - n_droplet) * self.params["eps_greedy"]))
+        n_best = batch - n_droplet - n_random
+        picks, seen = [], set()
+
+        def take(schedules, count):
+            for sch in schedules:
+                if count <= 0 or len(picks) >= batch:
+                    break
+                key = self._key(sch.mod)
+                if key in seen or key in self.measured:
+                    continue
+                seen.add(key)
+                picks.append(sch)
+                count -= 1
+
+        take(self._rank(droplet), n_droplet)
+        ranked_draft = self._rank(draft)
+        take(ranked_draft, n_best)
+        rest = [s for s in draft if self._key(s.mod) not in seen]
+        self.rng.shuffle(rest)
+        take(rest, n_random)
+        take(ranked_draft, batch - len(picks))  # top up when a stage came up short
+        return picks
+
+    def _rank(self, schedules: List) -> List:
+        if not schedules:
+            return []
+        if self.cost_model is None:
+            return list(schedules)
+        scores = self.cost_model.predict(self.context, [_measure_candidate(s) for s in schedules])
+        order = sorted(range(len(schedules)), key=lambda i: -float(scores[i]))
+        return [schedules[i] for i in order]
+
+    def _note_measured(self, trace, latency: float, mod=None) -> None:
+        if mod is not None:
+            self.measured.add(self._key(mod))
+        else:
+            sch = self.space.replay(trace, seed=1)
+            if sch is not None:
+                self.measured.add(self._key(sch.mod))
+        if latency < 1e9 and (self.best is None or latency < self.best[0]):
+            self.best = (latency, trace)
+
+    @staticmethod
+    def _key(mod) -> int:
+        import tvm_ffi
+
+        return int(tvm_ffi.structural_hash(mod))
+
+
+def _mean(run_secs) -> float:
+    values = [float(x) for x in run_secs] if run_secs else []
+    return sum(values) / len(values) if values else float("inf")
+
+
+def _measure_candidate(sch):
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
+
+    return MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
