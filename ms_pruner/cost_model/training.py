@@ -52,8 +52,9 @@ def lambda_rank_loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor
     weight = (discount[:, None] - discount[None, :]).abs() * (gains[:, None] - gains[None, :]).abs()
     better = (labels[:, None] > labels[None, :]).to(scores.dtype)
     diff = scores[:, None] - scores[None, :]
-    loss = (better * weight * torch.nn.functional.softplus(-diff)).sum()
-    return loss / better.sum().clamp(min=1.0)
+    pair_weight = better * weight
+    loss = (pair_weight * torch.nn.functional.softplus(-diff)).sum()
+    return loss / pair_weight.sum().clamp(min=1e-12)
 
 
 @dataclasses.dataclass

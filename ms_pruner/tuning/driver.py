@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -63,6 +64,28 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
     return PrunerSearch(seed=model_seed), model
 
 
+@contextlib.contextmanager
+def metaschedule_logging_guard():
+    """Detach foreign handlers from MetaSchedule's logger while ``ms.tune_tir`` configures it.
+
+    ``ms.tune_tir`` rebuilds its logging config from the names of the handlers already on the
+    ``tvm.s_tir.meta_schedule`` logger, which only works for handlers its own config created; an
+    unnamed or foreign one (pytest's capture handler, a user's handler) crashes it. They are put
+    back afterwards.
+    """
+    import logging
+
+    logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    foreign = [h for h in logger.handlers if not (h.get_name() or "").startswith("tvm.s_tir.meta_schedule")]
+    for handler in foreign:
+        logger.removeHandler(handler)
+    try:
+        yield
+    finally:
+        for handler in foreign:
+            logger.addHandler(handler)
+
+
 def normalized_mod(mod):
     """The single-function IRModule MetaSchedule stores as the workload of a PrimFunc."""
     from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
@@ -117,20 +140,21 @@ def tune_tir(
         inner_builder = make_builder(builder) if isinstance(builder, str) else builder
         inner_runner = runner if runner is not None else make_runner()
         try:
-            ms.tune_tir(
-                mod=workload,
-                target=target,
-                work_dir=work_dir,
-                max_trials_global=remaining,
-                num_trials_per_iter=min(num_trials_per_iter, remaining),
-                builder=TimedBuilder(inner_builder, clock),
-                runner=TimedRunner(inner_runner, clock),
-                database=database,
-                cost_model=model,
-                strategy=strategy_obj,
-                measure_callbacks=ms.MeasureCallback.create("default") + [ProgressCallback(clock)],
-                seed=seed,
-            )
+            with metaschedule_logging_guard():
+                ms.tune_tir(
+                    mod=workload,
+                    target=target,
+                    work_dir=work_dir,
+                    max_trials_global=remaining,
+                    num_trials_per_iter=min(num_trials_per_iter, remaining),
+                    builder=TimedBuilder(inner_builder, clock),
+                    runner=TimedRunner(inner_runner, clock),
+                    database=database,
+                    cost_model=model,
+                    strategy=strategy_obj,
+                    measure_callbacks=ms.MeasureCallback.create("default") + [ProgressCallback(clock)],
+                    seed=seed,
+                )
         finally:
             bar.close()
         rounds = [dataclasses.asdict(r) for r in clock.rounds]

@@ -1,0 +1,111 @@
+"""PrunerSearch end to end on llvm with the real builder and runner, and Droplet neighbours."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from ms_pruner.cli import main
+from ms_pruner.workloads import parse_workload
+
+SPEC = "matmul:64x64x64:float32:float32"
+
+
+def _distinct_schedules(work_dir, workload):
+    """Structural hashes of every record's replayed schedule in the work dir."""
+    import tvm_ffi
+
+    from ms_pruner.analysis import replay_record
+    from ms_pruner.tuning import open_database
+
+    records = open_database(work_dir).get_all_tuning_records()
+    hashes = [int(tvm_ffi.structural_hash(replay_record(r).mod)) for r in records]
+    return records, hashes
+
+
+def _run_best(work_dir, workload, target):
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.tuning import open_database
+
+    sch = ms.tir_integration.compile_tir(open_database(work_dir), workload.prim_func(), target)
+    lib = tvm.compile(sch.mod, target=target)
+    inputs = workload.random_inputs(seed=1)
+    out = tvm.runtime.tensor(np.zeros(workload.output_shape(), dtype=workload.out_dtype))
+    lib(*[tvm.runtime.tensor(x) for x in inputs], out)
+    return out.numpy(), workload.reference(inputs)
+
+
+def test_pruner_search_in_tune_tir(tmp_path):
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.builder import make_builder, make_runner
+    from ms_pruner.cost_model import PaCM
+    from ms_pruner.hardware import llvm_target
+    from ms_pruner.search import PrunerSearch
+
+    workload = parse_workload(SPEC)
+    target = llvm_target()
+    timings = []
+    strategy = PrunerSearch(population=64, draft_size=32, droplet_after=1, seed=0, timings=timings)
+    ms.tune_tir(
+        mod=workload.prim_func(),
+        target=target,
+        work_dir=str(tmp_path),
+        max_trials_global=32,
+        num_trials_per_iter=8,
+        builder=make_builder("pruner", max_workers=2),
+        runner=make_runner(),
+        cost_model=PaCM(seed=0, time_budget_s=2.0),
+        strategy=strategy,
+    )
+    records, hashes = _distinct_schedules(str(tmp_path), workload)
+    assert len(records) == 32
+    assert len(set(hashes)) == 32, "a schedule was measured twice"
+    got, want = _run_best(str(tmp_path), workload, target)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert len(timings) == 4
+    assert all(t["draft"] > 0 and t["picked"] == 8 for t in timings)
+    assert any(t["droplet"] > 0 for t in timings[1:])
+
+
+def test_cli_tune_with_pruner_strategy(tmp_path, capsys):
+    work_dir = str(tmp_path / "wd")
+    assert main(["tune", SPEC, "--target", "llvm", "--strategy", "pruner", "--trials", "32", "--per-iter", "16",
+                 "--work-dir", work_dir, "--seed", "0", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "32 records (32 new)" in out and "draft" in out and "verify" in out
+    workload = parse_workload(SPEC)
+    records, hashes = _distinct_schedules(work_dir, workload)
+    assert len(records) == 32 and len(set(hashes)) == 32
+    from ms_pruner.hardware import llvm_target
+
+    got, want = _run_best(work_dir, workload, llvm_target())
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    rounds = [json.loads(line) for line in open(os.path.join(work_dir, "logs", "ms_pruner_rounds.jsonl"))]
+    assert len(rounds) == 2
+    for entry in rounds:
+        assert {"sample_s", "draft_s", "verify_s", "droplet_s"} <= set(entry["strategy"])
+
+
+def test_droplet_moves_are_one_step(tensor_intrinsics):
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace, neighbour_decisions, neighbours
+
+    space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), get_gpu_spec("a100").target())
+    (sch,) = space.sample(1, seed=2)
+    trace = sch.trace.simplified(remove_postproc=True)
+    moves = neighbour_decisions(trace)
+    assert moves
+    for inst, new in moves:
+        old = trace.get_decision(inst)
+        if inst.kind.name == "SamplePerfectTile":
+            old = [int(x) for x in old]
+            assert np.prod(new) == np.prod(old)
+            assert sum(a != b for a, b in zip(old, new)) == 2
+        else:
+            assert abs(int(new) - int(old)) == 1
+    found = neighbours(space, trace, limit=6, seed=0)
+    assert 0 < len(found) <= 6
