@@ -1,7 +1,45 @@
 """ms_pruner: draft-then-verify search for Apache TVM MetaSchedule (Pruner / MoA-Pruner).
 
 Importing the package is cheap: TVM, torch and the tensor intrinsics load only when a
-sub-package that needs them is used.
+sub-package that needs them is used. The main entry points::
+
+    ms_pruner.tune_tir(mod, target, work_dir, max_trials, strategy="pruner")
+    ms_pruner.tune_relax(mod, params, target, work_dir, max_trials_global, strategy="pruner")
+    ms.tune_tir(..., strategy=ms_pruner.PrunerSearch(), cost_model=ms_pruner.PaCM())
 """
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "PaCM": ("ms_pruner.cost_model", "PaCM"),
+    "PrunerSearch": ("ms_pruner.search", "PrunerSearch"),
+    "StaticAnalyzer": ("ms_pruner.analysis", "StaticAnalyzer"),
+    "GPUSpec": ("ms_pruner.hardware", "GPUSpec"),
+    "make_builder": ("ms_pruner.builder", "make_builder"),
+    "tune_relax": ("ms_pruner.models", "tune_relax"),
+}
+
+
+def tune_tir(mod, target, work_dir, max_trials, strategy="pruner", **kwargs):
+    """Tune a PrimFunc/IRModule with ``strategy`` ("pruner", "moa" or "stock") into ``work_dir``.
+
+    ``target`` is a ``tvm.target.Target`` or a word ``ms-pruner tune --target`` accepts ("llvm",
+    "cuda", "h100", "nvidia/nvidia-a100"). Keyword arguments go to
+    ``ms_pruner.tuning.tune_tir`` (builder, runner, seed, num_trials_per_iter, pretrained, ...).
+    """
+    from .tuning import tune_tir as _tune_tir
+
+    if isinstance(target, str):
+        from .hardware import resolve_target
+
+        target = resolve_target(target, require_device=False).target
+    return _tune_tir(mod, target, work_dir, max_trials, strategy=strategy, **kwargs)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'ms_pruner' has no attribute {name!r}")

@@ -134,6 +134,80 @@ def cmd_train(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    from .hardware import resolve_target
+    from .tuning.compare import run_comparison, write_outputs
+    from .workloads import get_suite, parse_workload
+
+    if not args.workload and not args.suite:
+        raise UserError("compare needs --workload SPEC (repeatable) or --suite NAME")
+    workloads = [parse_workload(w) for w in args.workload] + (get_suite(args.suite) if args.suite else [])
+    if args.pretrained:
+        from .cost_model import read_model_file
+
+        read_model_file(args.pretrained)
+    choice = resolve_target(args.target, args.gpu, require_device=True)
+    strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    report = run_comparison(workloads, choice, args.trials, args.per_iter, args.out, seed=args.seed,
+                            strategies=strategies, pretrained=args.pretrained, builder=args.builder,
+                            progress=not args.no_progress)
+    machine = {"target": str(choice.target), "gpu": choice.gpu.marketing_name if choice.gpu else None,
+               "cpu": choice.cpu.name if choice.cpu else None}
+    if sys.argv[0].endswith(".py"):
+        command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    else:
+        command = "ms-pruner " + " ".join(sys.argv[1:])
+    for path in write_outputs(report, args.out, command, machine):
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_tune_model(args) -> int:
+    from .hardware import resolve_target
+    from .models import MODELS, get_model
+
+    if args.model not in MODELS:
+        raise UserError(f"unknown model '{args.model}'; known: {', '.join(sorted(MODELS))}")
+    if args.pretrained:
+        from .cost_model import read_model_file
+
+        read_model_file(args.pretrained)
+    choice = resolve_target(args.target, args.gpu, require_device=True)
+    module, example, spec = get_model(args.model, dtype=args.dtype)
+    work_dir = args.work_dir or os.path.join("ms_pruner_work", f"{args.model}-{choice.target.kind.name}")
+
+    import torch
+
+    from .models import compare_outputs, import_torch_model, run_executable, torch_latency, tune_relax
+
+    with torch.no_grad():
+        expected = module(example)
+    expected = [t.float().numpy() for t in (expected if isinstance(expected, (tuple, list)) else [expected])]
+    relax_mod = import_torch_model(module, example, nhwc=spec.nhwc and choice.is_cuda,
+                                   mixed_precision=spec.dtype == "float16")
+    result = tune_relax(relax_mod, None,
+                        choice.target, work_dir, args.trials, strategy=args.strategy, seed=args.seed,
+                        num_trials_per_iter=args.per_iter, pretrained=args.pretrained,
+                        progress=not args.no_progress)
+    outputs, seconds = run_executable(result.executable, choice.target, [example.numpy()])
+    print(f"{args.model} ({spec.dtype} compute, input {tuple(spec.input_shape)}) on {choice.target.kind.name}: "
+          f"{len(result.tasks)} tasks tuned with {args.strategy} ({args.trials} trials) in {work_dir}")
+    device = "cuda" if choice.is_cuda else "cpu"
+    torch_dtype = getattr(torch, spec.dtype) if device == "cuda" else torch.float32
+    timed, timed_input = module.to(torch_dtype), example.to(torch_dtype)
+    eager = torch_latency(timed, timed_input, device)
+    compiled = torch_latency(timed, timed_input, device, compile_model=True) if args.torch_compile else None
+    print(f"  ms_pruner {seconds * 1e6:.1f} us | torch eager "
+          f"{f'{eager * 1e6:.1f} us' if eager else 'n/a'} | torch.compile "
+          f"{f'{compiled * 1e6:.1f} us' if compiled else ('n/a' if args.torch_compile else 'skipped')}")
+    mismatch = compare_outputs([o.astype("float32") for o in outputs], expected, spec.dtype)
+    if mismatch:
+        print(f"ms-pruner: error: {args.model}: {mismatch}", file=sys.stderr)
+        return 1
+    print(f"  outputs match torch ({len(outputs)} output(s))")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ms-pruner", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -145,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--target", default="auto", help="llvm | cuda | GPU name or TVM tag | auto")
     tune.add_argument("--gpu", default=None, help="GPU spec name (h100, a100, ...); default: detected")
     tune.add_argument("--trials", type=int, default=64, help="total trials in the work dir")
-    tune.add_argument("--strategy", default="stock", help="stock | pruner | moa")
+    tune.add_argument("--strategy", default="stock", help="stock | pruner | moa | replay (random)")
     tune.add_argument("--work-dir", default=None)
     tune.add_argument("--seed", type=int, default=None)
     tune.add_argument("--builder", default="pruner", help="pruner (ours) | stock (MetaSchedule's)")
@@ -177,6 +251,37 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--time-budget", type=float, default=300.0, help="seconds")
     train.add_argument("--seed", type=int, default=0)
     train.set_defaults(func=cmd_train)
+
+    compare = sub.add_parser("compare", help="stock MetaSchedule vs Pruner (vs MoA), same trials and seed")
+    compare.add_argument("--workload", action="append", default=[], help="workload spec (repeatable)")
+    compare.add_argument("--suite", default=None, help="named suite (cpu-small, tensorcore-small, ...)")
+    compare.add_argument("--target", default="auto")
+    compare.add_argument("--gpu", default=None)
+    compare.add_argument("--trials", type=int, default=64)
+    compare.add_argument("--per-iter", type=int, default=64)
+    compare.add_argument("--strategies", default="stock,pruner", help="comma list of stock, pruner, moa")
+    compare.add_argument("--pretrained", default=None, help="PaCM model for moa")
+    compare.add_argument("--builder", default="pruner")
+    compare.add_argument("--seed", type=int, default=0)
+    compare.add_argument("--out", required=True, help="directory for compare.json/.md/.png and work dirs")
+    compare.add_argument("--no-progress", action="store_true")
+    compare.set_defaults(func=cmd_compare)
+
+    model = sub.add_parser("tune-model", help="tune a whole torch model through Relax and check it")
+    model.add_argument("--model", required=True, help="bert-layer | resnet-block | mlp-tiny")
+    model.add_argument("--target", default="auto")
+    model.add_argument("--gpu", default=None)
+    model.add_argument("--trials", type=int, default=64, help="global trial budget over all tasks")
+    model.add_argument("--per-iter", type=int, default=64)
+    model.add_argument("--strategy", default="pruner", help="stock | pruner | moa")
+    model.add_argument("--pretrained", default=None)
+    model.add_argument("--dtype", default=None, help="float16 | float32 (default: the model's)")
+    model.add_argument("--work-dir", default=None)
+    model.add_argument("--seed", type=int, default=0)
+    model.add_argument("--torch-compile", action=argparse.BooleanOptionalAction, default=True,
+                       help="also time torch.compile (skipped with --no-torch-compile)")
+    model.add_argument("--no-progress", action="store_true")
+    model.set_defaults(func=cmd_tune_model)
 
     show = sub.add_parser("show", help="print the best record of each workload in a work dir")
     show.add_argument("--work-dir", required=True)

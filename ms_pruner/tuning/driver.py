@@ -11,7 +11,7 @@ from typing import List, Optional
 from ..errors import UserError
 from .records import best_record, mean_latency, open_database, records_for, workload_flops
 
-STRATEGIES = ("stock", "pruner", "moa")
+STRATEGIES = ("stock", "pruner", "moa", "replay")
 ROUND_LOG = os.path.join("logs", "ms_pruner_rounds.jsonl")
 MOA_MOMENTUM = 0.9
 
@@ -40,7 +40,8 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
 
     ``stock`` is MetaSchedule's evolutionary search with its XGB model (or PaCM with
     ``cost_model="pacm"``; a ``pretrained`` file then starts it MoA-style). ``pruner`` and ``moa``
-    are the draft-then-verify search with PaCM; ``moa`` needs a pretrained model.
+    are the draft-then-verify search with PaCM; ``moa`` needs a pretrained model. ``replay`` is
+    MetaSchedule's ReplayTrace (random schedules), for collecting unbiased measurement sets.
     """
     from ..cost_model import PaCM
 
@@ -49,6 +50,8 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
     if cost_model not in (None, "xgb", "pacm"):
         raise UserError(f"unknown cost model '{cost_model}'; choose xgb or pacm")
     model_seed = seed or 0
+    if strategy == "replay":  # uniform random candidates: for measuring datasets, not for tuning
+        return "replay-trace", "random"
     if strategy == "stock":
         if cost_model == "pacm" or pretrained:
             return "evolutionary", PaCM(pretrained=pretrained, momentum=MOA_MOMENTUM if pretrained else None,

@@ -1,0 +1,164 @@
+"""Whole models through Relax: torch.export -> Relax -> tasks -> tune_relax -> VM executable.
+
+Relay (and ``ms.tune_relay``) left TVM in 0.20; ``ms.relax_integration.tune_relax`` over a Relax
+IRModule replaces it. ``tune_relax`` here passes our strategy, cost model and builder to it,
+then compiles with the tuned database into a runnable VM executable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from ..errors import UserError
+
+
+def import_torch_model(module, example, nhwc: bool = False, mixed_precision: bool = False):
+    """A Relax IRModule of ``module`` traced on ``example`` (weights bound as constants).
+
+    ``mixed_precision`` runs Relax's ToMixedPrecision: fp16 matmul/conv operands with fp32
+    accumulation. (Importing a torch module already in fp16 trips a dtype mismatch in TVM 0.27's
+    frontend: its linear decomposition adds an fp16 bias to an fp32 product.)
+    """
+    import torch
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    with torch.no_grad():
+        exported = torch.export.export(module, (example,))
+    mod = from_exported_program(exported, keep_params_as_input=False)
+    if nhwc:
+        mod = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]})(mod)
+    if mixed_precision:
+        mod = relax.transform.ToMixedPrecision(out_dtype="float32")(mod)
+    return mod
+
+
+def legalize_and_fuse(mod):
+    """The prefix ``tune_relax`` needs: TIR for every op, fused into tunable functions."""
+    import tvm
+    from tvm import relax
+
+    return tvm.transform.Sequential([
+        relax.transform.LegalizeOps(),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(),
+        relax.transform.FuseOps(),
+        relax.transform.FuseTIR(),
+    ])(mod)
+
+
+def extract_tasks(mod, target) -> List:
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.relax_integration.extract_tasks(legalize_and_fuse(mod), target)
+
+
+@dataclasses.dataclass
+class RelaxTuneResult:
+    executable: object
+    database: object
+    tasks: List[str]
+    task_weights: List[float]
+    rounds: List[dict]
+
+
+def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_global: int,
+               strategy: str = "pruner", *, builder="pruner", runner=None, seed: Optional[int] = None,
+               num_trials_per_iter: int = 64, pretrained: Optional[str] = None, progress: bool = True
+               ) -> RelaxTuneResult:
+    """Tune every task of a Relax module with ``strategy`` and compile it with the results."""
+    from tqdm import tqdm
+    from tvm.s_tir import meta_schedule as ms
+
+    from ..builder import make_builder, make_runner
+    from ..tuning.driver import ROUND_LOG, metaschedule_logging_guard, search_components
+    from ..tuning.instrument import ProgressCallback, RoundClock, TimedBuilder, TimedRunner
+    from ..tuning.records import open_database
+
+    if isinstance(target, str):
+        from ..hardware import resolve_target
+
+        target = resolve_target(target, require_device=False).target
+    fused = legalize_and_fuse(mod)
+    tasks = ms.relax_integration.extract_tasks(fused, target)
+    if not tasks:
+        raise UserError("the model has no tunable operators")
+    os.makedirs(work_dir, exist_ok=True)
+    database = open_database(work_dir, create=True)
+    strategy_obj, model = search_components(strategy, target, pretrained, seed)
+    bar = tqdm(total=max_trials_global, unit="trial", desc=f"tuning model ({strategy})", disable=not progress)
+    clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=max_trials_global,
+                       strategy_timings=getattr(strategy_obj, "timings", None))
+    try:
+        with metaschedule_logging_guard():
+            ms.relax_integration.tune_relax(
+                mod=fused,
+                params=params or {},
+                target=target,
+                work_dir=work_dir,
+                max_trials_global=max_trials_global,
+                num_trials_per_iter=num_trials_per_iter,
+                builder=TimedBuilder(make_builder(builder) if isinstance(builder, str) else builder, clock),
+                runner=TimedRunner(runner if runner is not None else make_runner(), clock),
+                database=database,
+                cost_model=model,
+                strategy=strategy_obj,
+                measure_callbacks=ms.MeasureCallback.create("default") + [ProgressCallback(clock)],
+                seed=seed,
+            )
+    finally:
+        bar.close()
+    executable = ms.relax_integration.compile_relax(database, mod, target, params=params)
+    return RelaxTuneResult(
+        executable=executable,
+        database=database,
+        tasks=[t.task_name for t in tasks],
+        task_weights=[float(t.weight) for t in tasks],
+        rounds=[dataclasses.asdict(r) for r in clock.rounds],
+    )
+
+
+def run_executable(executable, target, inputs: List[np.ndarray], repeat: int = 20):
+    """(outputs as numpy, mean seconds per call) on the target's device."""
+    import tvm
+    from tvm import relax
+
+    device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
+    vm = relax.VirtualMachine(executable, device)
+    args = [tvm.runtime.tensor(x, device) for x in inputs]
+    result = vm["main"](*args)
+    outputs = _flatten(result)
+    timer = vm.time_evaluator("main", device, number=repeat, repeat=3)
+    seconds = float(np.median(timer(*args).results))
+    return outputs, seconds
+
+
+def _flatten(result) -> List[np.ndarray]:
+    if hasattr(result, "numpy"):
+        return [result.numpy()]
+    out = []
+    for item in result:
+        out.extend(_flatten(item))
+    return out
+
+
+def compare_outputs(got: List[np.ndarray], want: List[np.ndarray], dtype: str) -> Optional[str]:
+    """None when every output matches, else a one-line description of the worst mismatch."""
+    rtol, atol = (2e-2, 2e-2) if dtype == "float16" else (1e-4, 1e-4)
+    if len(got) != len(want):
+        return f"the model returned {len(got)} outputs, torch {len(want)}"
+    for index, (a, b) in enumerate(zip(got, want)):
+        a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        if a64.shape != b64.shape:
+            return f"output {index} has shape {a64.shape}, torch {b64.shape}"
+        diff = np.abs(a64 - b64)
+        bound = atol + rtol * np.abs(b64)
+        if np.any(diff > bound) or not np.all(np.isfinite(a64)):
+            worst = int(np.argmax(diff - bound))
+            return (f"output {index} differs from torch: max abs diff {float(diff.max()):.3g} at flat index "
+                    f"{worst} (tolerance {atol} + {rtol} x |torch|)")
+    return None

@@ -1,0 +1,220 @@
+"""Side-by-side comparison: stock MetaSchedule vs Pruner (and MoA) on the same workloads.
+
+Every strategy tunes every workload with the same trial budget, builder, runner and seed, one
+after the other, each in a fresh work dir. The outputs are ``compare.json`` (per-round best
+latency, trials, wall time, search/build/run split), ``compare.png`` (best latency against wall
+time and against trials) and ``compare.md`` (final bests, the wall time Pruner needed to reach
+stock's final best, the resulting search speedup, and the search-overhead share per round).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Dict, List, Optional
+
+from ..errors import UserError
+from .driver import tune_tir
+
+
+def reference_latency(workload, on_gpu: bool) -> Optional[dict]:
+    """torch's time for the same GEMM (cuBLAS on a GPU, torch's CPU kernels otherwise)."""
+    if workload.kind not in ("matmul", "matmul_nt", "batch_matmul", "dense_bias", "dense_bias_relu"):
+        return None
+    import torch
+
+    device = "cuda" if on_gpu and torch.cuda.is_available() else "cpu"
+    dtype = getattr(torch, workload.in_dtype)
+    if device == "cpu" and dtype == torch.float16:
+        return None
+    inputs = [torch.randn(*[int(d) for d in t.shape], dtype=dtype, device=device)
+              for t in workload.te_tensors()[:2]]
+    a, b = inputs
+    if workload.kind in ("matmul_nt", "dense_bias", "dense_bias_relu"):
+        b = b.t() if b.dim() == 2 else b.transpose(1, 2)
+
+    def run():
+        return torch.matmul(a, b)
+
+    for _ in range(3):
+        run()
+    repeats = 20
+    if device == "cuda":
+        torch.cuda.synchronize()
+        start_event, end_event = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start_event.record()
+        for _ in range(repeats):
+            run()
+        end_event.record()
+        torch.cuda.synchronize()
+        seconds = start_event.elapsed_time(end_event) / 1e3 / repeats
+    else:
+        start = time.perf_counter()
+        for _ in range(repeats):
+            run()
+        seconds = (time.perf_counter() - start) / repeats
+    name = "cuBLAS (torch.matmul)" if device == "cuda" else "torch.matmul (CPU)"
+    return {"what": name, "latency_s": seconds, "tflops": workload.flops / seconds / 1e12}
+
+
+def _curve(result) -> List[dict]:
+    curve = []
+    trials = 0
+    for entry in result.rounds:
+        trials += entry["trials"]
+        busy = entry["search_s"] + entry["build_s"] + entry["run_s"]
+        curve.append({
+            "round": entry["round"],
+            "trials": trials,
+            "wall_s": entry["wall_s"],
+            "best_latency_s": entry["best_latency_s"],
+            "search_s": entry["search_s"],
+            "build_s": entry["build_s"],
+            "run_s": entry["run_s"],
+            "search_share": entry["search_s"] / busy if busy > 0 else 0.0,
+            "strategy_split": entry.get("strategy", {}),
+        })
+    return curve
+
+
+def time_to_reach(curve: List[dict], target: float) -> Optional[float]:
+    """Wall time of the first round whose best is at least as good as ``target``."""
+    for point in curve:
+        if point["best_latency_s"] is not None and point["best_latency_s"] <= target:
+            return point["wall_s"]
+    return None
+
+
+def summarize(runs: Dict[str, dict]) -> dict:
+    stock = runs.get("stock")
+    summary = {}
+    for name, run in runs.items():
+        curve = run["curve"]
+        summary[name] = {
+            "final_best_s": run["best_latency_s"],
+            "wall_s": curve[-1]["wall_s"] if curve else 0.0,
+            "trials": curve[-1]["trials"] if curve else 0,
+            "mean_search_share": sum(p["search_share"] for p in curve) / len(curve) if curve else 0.0,
+        }
+        if stock is not None and name != "stock" and stock["best_latency_s"]:
+            reached = time_to_reach(curve, stock["best_latency_s"])
+            summary[name]["time_to_stock_best_s"] = reached
+            stock_wall = stock["curve"][-1]["wall_s"] if stock["curve"] else None
+            summary[name]["search_speedup"] = stock_wall / reached if reached and stock_wall else None
+    return summary
+
+
+def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, seed: int = 0,
+                   strategies=("stock", "pruner"), pretrained: Optional[str] = None, builder: str = "pruner",
+                   progress: bool = True) -> dict:
+    if "moa" in strategies and not pretrained:
+        raise UserError("comparing moa needs --pretrained MODEL")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    report = {"target": str(choice.target), "trials": trials, "per_iter": per_iter, "seed": seed,
+              "workloads": {}}
+    for workload in workloads:
+        runs = {}
+        for strategy in strategies:
+            work_dir = os.path.join(out_dir, "work", workload.spec.replace(":", "_"), f"{strategy}-{stamp}")
+            result = tune_tir(workload.prim_func(), choice.target, work_dir, trials, strategy=strategy,
+                              builder=builder, seed=seed, num_trials_per_iter=per_iter,
+                              pretrained=pretrained if strategy == "moa" else None, progress=progress)
+            runs[strategy] = {"work_dir": work_dir, "best_latency_s": result.best_latency_s,
+                              "curve": _curve(result)}
+        report["workloads"][workload.spec] = {
+            "flops": workload.flops,
+            "runs": runs,
+            "summary": summarize(runs),
+            "reference": reference_latency(workload, choice.is_cuda),
+        }
+    return report
+
+
+def write_outputs(report: dict, out_dir: str, command: str, machine: dict) -> List[str]:
+    os.makedirs(out_dir, exist_ok=True)
+    report = dict(report, command=command, machine=machine)
+    paths = [os.path.join(out_dir, "compare.json"), os.path.join(out_dir, "compare.md")]
+    with open(paths[0], "w", encoding="utf-8") as handle:
+        json.dump(report, handle, indent=1)
+    with open(paths[1], "w", encoding="utf-8") as handle:
+        handle.write(markdown_table(report))
+    png = plot(report, os.path.join(out_dir, "compare.png"))
+    return paths + ([png] if png else [])
+
+
+def _us(seconds: Optional[float]) -> str:
+    return f"{seconds * 1e6:.1f}" if seconds else "-"
+
+
+def markdown_table(report: dict) -> str:
+    lines = [
+        f"Command: `{report.get('command', '')}`  ",
+        f"Machine: {report.get('machine', {})}  ",
+        f"Target: `{report['target']}`, {report['trials']} trials per strategy, {report['per_iter']} per round, "
+        f"seed {report['seed']}.",
+        "",
+        "| workload | stock best (us) | pruner best (us) | stock wall (s) | pruner wall to reach stock best (s) | "
+        "search speedup | search share stock / pruner | reference |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for spec, entry in report["workloads"].items():
+        summary = entry["summary"]
+        stock, pruner = summary.get("stock", {}), summary.get("pruner", {})
+        reached = pruner.get("time_to_stock_best_s")
+        speedup = pruner.get("search_speedup")
+        ref = entry.get("reference")
+        ref_text = f"{ref['what']} {_us(ref['latency_s'])} us" if ref else "-"
+        reached_text = f"{reached:.0f}" if reached else "not reached"
+        speedup_text = f"{speedup:.2f}x" if speedup else "-"
+        lines.append(
+            f"| `{spec}` | {_us(stock.get('final_best_s'))} | {_us(pruner.get('final_best_s'))} | "
+            f"{stock.get('wall_s', 0):.0f} | {reached_text} | {speedup_text} | "
+            f"{stock.get('mean_search_share', 0):.0%} / {pruner.get('mean_search_share', 0):.0%} | {ref_text} |"
+        )
+        if "moa" in summary:
+            moa = summary["moa"]
+            lines.append(f"| `{spec}` (moa) | | {_us(moa.get('final_best_s'))} | | "
+                         f"{moa.get('time_to_stock_best_s') or 'not reached'} | {moa.get('search_speedup') or '-'} | "
+                         f"{moa.get('mean_search_share', 0):.0%} | |")
+    lines.append("")
+    lines.append("Per-round split (seconds): search / build / run, and the Pruner search's own parts.")
+    lines.append("")
+    for spec, entry in report["workloads"].items():
+        for name, run in entry["runs"].items():
+            for point in run["curve"]:
+                split = point["strategy_split"]
+                parts = ", ".join(f"{k[:-2]} {split[k]:.1f}" for k in ("sample_s", "draft_s", "verify_s", "droplet_s")
+                                  if k in split)
+                lines.append(f"- `{spec}` {name} round {point['round']}: search {point['search_s']:.1f}, "
+                             f"build {point['build_s']:.1f}, run {point['run_s']:.1f}"
+                             f"{' (' + parts + ')' if parts else ''}; best {_us(point['best_latency_s'])} us")
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict, path: str) -> Optional[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    specs = list(report["workloads"])
+    fig, axes = plt.subplots(len(specs), 2, figsize=(11, 3.6 * len(specs)), squeeze=False)
+    for row, spec in enumerate(specs):
+        for name, run in report["workloads"][spec]["runs"].items():
+            curve = [p for p in run["curve"] if p["best_latency_s"]]
+            axes[row][0].step([p["wall_s"] for p in curve], [p["best_latency_s"] * 1e6 for p in curve],
+                              where="post", label=name)
+            axes[row][1].step([p["trials"] for p in curve], [p["best_latency_s"] * 1e6 for p in curve],
+                              where="post", label=name)
+        axes[row][0].set(title=spec, xlabel="wall time (s)", ylabel="best latency (us)")
+        axes[row][1].set(title=spec, xlabel="trials", ylabel="best latency (us)")
+        for ax in axes[row]:
+            ax.legend()
+            ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,75 @@
+"""Builder on tensor-core candidates, no GPU needed: lowering errors (ours vs stock) and nvcc builds.
+
+    python scripts/bench_builder.py --out docs/results/cpu/builder.json
+"""
+
+import argparse
+import os
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import command_line, machine, write_json  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workload", default="matmul:4096x4096x4096:float16:float32")
+    parser.add_argument("--candidates", type=int, default=32)
+    parser.add_argument("--nvcc-builds", type=int, default=8)
+    parser.add_argument("--out", default="docs/results/cpu/builder.json")
+    args = parser.parse_args()
+
+    import tvm.s_tir.tensor_intrin  # noqa: F401
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+    from tvm.s_tir.meta_schedule.builder.local_builder import default_build
+
+    from ms_pruner.builder import device_module_formats, lower_candidate, make_builder
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.workloads import parse_workload
+
+    workload = parse_workload(args.workload)
+    result = {"command": command_line(), "machine": machine(), "workload": workload.spec, "gpus": {}}
+    for gpu in ("h100", "a100"):
+        target = get_gpu_spec(gpu).target()
+        schedules = DesignSpace(workload.prim_func(), target).sample(args.candidates, seed=11)
+        ours = stock = 0
+        stock_errors = {}
+        start = time.perf_counter()
+        for sch in schedules:
+            try:
+                lower_candidate(sch.mod, target)
+            except Exception:  # pylint: disable=broad-except
+                ours += 1
+        ours_s = (time.perf_counter() - start) / len(schedules)
+        for sch in schedules:
+            try:
+                default_build(sch.mod, target, None)
+            except Exception as err:  # pylint: disable=broad-except
+                stock += 1
+                line = str(err).strip().splitlines()[-1][:120]
+                stock_errors[line] = stock_errors.get(line, 0) + 1
+        entry = {"candidates": len(schedules), "lowering_errors_ours": ours, "lowering_errors_stock": stock,
+                 "stock_error_messages": stock_errors, "lower_s_per_candidate_ours": ours_s}
+        if shutil.which("nvcc") and args.nvcc_builds:
+            builder = make_builder("pruner")
+            start = time.perf_counter()
+            built = builder.build([BuilderInput(s.mod, target) for s in schedules[: args.nvcc_builds]])
+            wall = time.perf_counter() - start
+            entry.update({
+                "nvcc_builds": len(built),
+                "nvcc_build_errors": sum(1 for b in built if b.error_msg),
+                "nvcc_build_wall_s": wall,
+                "builder_workers": builder.max_workers,
+                "artifact_formats": sorted({f for b in built if not b.error_msg
+                                            for f in device_module_formats(str(b.artifact_path))}),
+            })
+        result["gpus"][gpu] = entry
+        print(gpu, entry)
+    write_json(args.out, result)
+
+
+if __name__ == "__main__":
+    main()
