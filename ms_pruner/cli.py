@@ -65,7 +65,7 @@ def cmd_tune(args) -> int:
         print(
             f"round {timing['round']}: {timing['trials']} trials, search {timing['search_s']:.1f}s{detail}, "
             f"build {timing['build_s']:.1f}s ({timing['build_errors']} errors), run {timing['run_s']:.1f}s "
-            f"({timing['run_errors']} errors)"
+            f"({timing['run_errors']} errors), model update {timing['update_s']:.1f}s"
         )
     print(
         f"{workload.spec} on {choice.target.kind.name}: best {result.best_latency_s * 1e6:.2f} us "

@@ -106,19 +106,21 @@ def test_pacm_plugs_into_tune_tir_on_llvm(tmp_path):
 
     from ms_pruner.builder import make_builder, make_runner
     from ms_pruner.hardware import llvm_target
+    from ms_pruner.tuning.driver import metaschedule_logging_guard
     from ms_pruner.workloads import parse_workload
 
     model = PaCM(seed=0, time_budget_s=2.0)
-    ms.tune_tir(
-        mod=parse_workload("matmul:64x64x64:float32:float32").prim_func(),
-        target=llvm_target(),
-        work_dir=str(tmp_path),
-        max_trials_global=16,
-        num_trials_per_iter=8,
-        builder=make_builder("pruner", max_workers=2),
-        runner=make_runner(),
-        cost_model=model,
-    )
+    with metaschedule_logging_guard():  # pytest's log handlers crash tune_tir's logging setup
+        ms.tune_tir(
+            mod=parse_workload("matmul:64x64x64:float32:float32").prim_func(),
+            target=llvm_target(),
+            work_dir=str(tmp_path),
+            max_trials_global=16,
+            num_trials_per_iter=8,
+            builder=make_builder("pruner", max_workers=2),
+            runner=make_runner(),
+            cost_model=model,
+        )
     assert model.update_calls == 2
     assert len(model.core.samples) == 16
     assert all(math.isfinite(s.latency_s) and s.latency_s > 0 for s in model.core.samples)

@@ -28,6 +28,8 @@ def _run_best(work_dir, workload, target):
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
+    from ms_pruner.tuning.driver import metaschedule_logging_guard
+
     from ms_pruner.tuning import open_database
 
     sch = ms.tir_integration.compile_tir(open_database(work_dir), workload.prim_func(), target)
@@ -45,22 +47,24 @@ def test_pruner_search_in_tune_tir(tmp_path):
     from ms_pruner.cost_model import PaCM
     from ms_pruner.hardware import llvm_target
     from ms_pruner.search import PrunerSearch
+    from ms_pruner.tuning.driver import metaschedule_logging_guard
 
     workload = parse_workload(SPEC)
     target = llvm_target()
     timings = []
     strategy = PrunerSearch(population=64, draft_size=32, droplet_after=1, seed=0, timings=timings)
-    ms.tune_tir(
-        mod=workload.prim_func(),
-        target=target,
-        work_dir=str(tmp_path),
-        max_trials_global=32,
-        num_trials_per_iter=8,
-        builder=make_builder("pruner", max_workers=2),
-        runner=make_runner(),
-        cost_model=PaCM(seed=0, time_budget_s=2.0),
-        strategy=strategy,
-    )
+    with metaschedule_logging_guard():  # pytest's log handlers crash tune_tir's logging setup
+        ms.tune_tir(
+            mod=workload.prim_func(),
+            target=target,
+            work_dir=str(tmp_path),
+            max_trials_global=32,
+            num_trials_per_iter=8,
+            builder=make_builder("pruner", max_workers=2),
+            runner=make_runner(),
+            cost_model=PaCM(seed=0, time_budget_s=2.0),
+            strategy=strategy,
+        )
     records, hashes = _distinct_schedules(str(tmp_path), workload)
     assert len(records) == 32
     assert len(set(hashes)) == 32, "a schedule was measured twice"

@@ -156,25 +156,6 @@ GPUS: Dict[str, GPUSpec] = {
             **_ampere_hopper_common(),
         ),
         GPUSpec(
-            name="a100-80gb",
-            marketing_name="NVIDIA A100-SXM4-80GB",
-            arch="sm_80",
-            sm_count=108,
-            boost_clock_mhz=1410,
-            fp16_tensor_tflops=312.0,
-            fp16_tensor_fp32acc_tflops=312.0,
-            fp32_tflops=19.5,
-            dram_gbps=2039.0,
-            l2_gbps=5120 * 1.41,
-            l2_bytes=40 * MIB,
-            smem_per_sm_bytes=164 * KIB,
-            l1_smem_bytes_per_sm=192 * KIB,
-            smem_per_block_bytes=163 * KIB,
-            tvm_tag="nvidia/nvidia-a100",
-            notes="L2 = 5120 B/clk (A100 whitepaper) x boost clock",
-            **_ampere_hopper_common(),
-        ),
-        GPUSpec(
             name="h100",
             marketing_name="NVIDIA H100 80GB HBM3 (SXM5)",
             arch="sm_90a",
@@ -191,44 +172,6 @@ GPUS: Dict[str, GPUSpec] = {
             smem_per_block_bytes=227 * KIB,
             tvm_tag="nvidia/nvidia-h100",
             notes="L2 bandwidth not published; 5120 B/clk assumed as on A100, x boost clock",
-            **_ampere_hopper_common(l2_latency_cycles=260),
-        ),
-        GPUSpec(
-            name="h100-pcie",
-            marketing_name="NVIDIA H100 PCIe 80GB",
-            arch="sm_90a",
-            sm_count=114,
-            boost_clock_mhz=1755,
-            fp16_tensor_tflops=756.0,
-            fp16_tensor_fp32acc_tflops=756.0,
-            fp32_tflops=51.2,
-            dram_gbps=2000.0,
-            l2_gbps=5120 * 1.755,
-            l2_bytes=50 * MIB,
-            smem_per_sm_bytes=228 * KIB,
-            l1_smem_bytes_per_sm=256 * KIB,
-            smem_per_block_bytes=227 * KIB,
-            tvm_tag="nvidia/nvidia-h100",
-            notes="L2 bandwidth not published; 5120 B/clk assumed, x boost clock",
-            **_ampere_hopper_common(l2_latency_cycles=260),
-        ),
-        GPUSpec(
-            name="h200",
-            marketing_name="NVIDIA H200 141GB HBM3e (SXM)",
-            arch="sm_90a",
-            sm_count=132,
-            boost_clock_mhz=1980,
-            fp16_tensor_tflops=989.4,
-            fp16_tensor_fp32acc_tflops=989.4,
-            fp32_tflops=66.9,
-            dram_gbps=4800.0,
-            l2_gbps=5120 * 1.98,
-            l2_bytes=50 * MIB,
-            smem_per_sm_bytes=228 * KIB,
-            l1_smem_bytes_per_sm=256 * KIB,
-            smem_per_block_bytes=227 * KIB,
-            tvm_tag="nvidia/nvidia-h100",
-            notes="same GH100 die as H100 SXM; L2 bandwidth assumed as for H100",
             **_ampere_hopper_common(l2_latency_cycles=260),
         ),
         GPUSpec(
@@ -290,6 +233,24 @@ GPUS: Dict[str, GPUSpec] = {
         ),
     ]
 }
+
+def _variant(base: str, **changes) -> GPUSpec:
+    """A part that differs from ``base`` only in what ``changes`` names (memory, clocks, SMs)."""
+    return dataclasses.replace(GPUS[base], **changes)
+
+
+GPUS.update({
+    spec.name: spec
+    for spec in [
+        _variant("a100", name="a100-80gb", marketing_name="NVIDIA A100-SXM4-80GB", dram_gbps=2039.0),
+        _variant("h100", name="h100-pcie", marketing_name="NVIDIA H100 PCIe 80GB", sm_count=114,
+                 boost_clock_mhz=1755, fp16_tensor_tflops=756.0, fp16_tensor_fp32acc_tflops=756.0,
+                 fp32_tflops=51.2, dram_gbps=2000.0, l2_gbps=5120 * 1.755,
+                 notes="L2 bandwidth not published; 5120 B/clk assumed, x boost clock"),
+        _variant("h100", name="h200", marketing_name="NVIDIA H200 141GB HBM3e (SXM)", dram_gbps=4800.0,
+                 notes="same GH100 die as H100 SXM; L2 bandwidth assumed as for H100"),
+    ]
+})
 
 _ALIASES = {
     "a100-40gb": "a100",

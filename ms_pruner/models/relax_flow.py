@@ -71,12 +71,9 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
                num_trials_per_iter: int = 64, pretrained: Optional[str] = None, progress: bool = True
                ) -> RelaxTuneResult:
     """Tune every task of a Relax module with ``strategy`` and compile it with the results."""
-    from tqdm import tqdm
     from tvm.s_tir import meta_schedule as ms
 
-    from ..builder import make_builder, make_runner
-    from ..tuning.driver import ROUND_LOG, metaschedule_logging_guard, search_components
-    from ..tuning.instrument import ProgressCallback, RoundClock, TimedBuilder, TimedRunner
+    from ..tuning.driver import instrumented_session, search_components
     from ..tuning.records import open_database
 
     if isinstance(target, str):
@@ -90,28 +87,21 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     os.makedirs(work_dir, exist_ok=True)
     database = open_database(work_dir, create=True)
     strategy_obj, model = search_components(strategy, target, pretrained, seed)
-    bar = tqdm(total=max_trials_global, unit="trial", desc=f"tuning model ({strategy})", disable=not progress)
-    clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=max_trials_global,
-                       strategy_timings=getattr(strategy_obj, "timings", None))
-    try:
-        with metaschedule_logging_guard():
-            ms.relax_integration.tune_relax(
-                mod=fused,
-                params=params or {},
-                target=target,
-                work_dir=work_dir,
-                max_trials_global=max_trials_global,
-                num_trials_per_iter=num_trials_per_iter,
-                builder=TimedBuilder(make_builder(builder) if isinstance(builder, str) else builder, clock),
-                runner=TimedRunner(runner if runner is not None else make_runner(), clock),
-                database=database,
-                cost_model=model,
-                strategy=strategy_obj,
-                measure_callbacks=ms.MeasureCallback.create("default") + [ProgressCallback(clock)],
-                seed=seed,
-            )
-    finally:
-        bar.close()
+    with instrumented_session(work_dir, max_trials_global, strategy_obj, builder, runner,
+                              f"tuning model ({strategy})", progress) as (clock, measure):
+        ms.relax_integration.tune_relax(
+            mod=fused,
+            params=params or {},
+            target=target,
+            work_dir=work_dir,
+            max_trials_global=max_trials_global,
+            num_trials_per_iter=num_trials_per_iter,
+            database=database,
+            cost_model=model,
+            strategy=strategy_obj,
+            seed=seed,
+            **measure,
+        )
     executable = ms.relax_integration.compile_relax(database, mod, target, params=params)
     return RelaxTuneResult(
         executable=executable,

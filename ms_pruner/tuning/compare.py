@@ -63,7 +63,8 @@ def _curve(result) -> List[dict]:
     trials = 0
     for entry in result.rounds:
         trials += entry["trials"]
-        busy = entry["search_s"] + entry["build_s"] + entry["run_s"]
+        overhead = entry["search_s"] + entry.get("update_s", 0.0)
+        busy = overhead + entry["build_s"] + entry["run_s"]
         curve.append({
             "round": entry["round"],
             "trials": trials,
@@ -72,7 +73,8 @@ def _curve(result) -> List[dict]:
             "search_s": entry["search_s"],
             "build_s": entry["build_s"],
             "run_s": entry["run_s"],
-            "search_share": entry["search_s"] / busy if busy > 0 else 0.0,
+            "update_s": entry.get("update_s", 0.0),
+            "search_share": overhead / busy if busy > 0 else 0.0,
             "strategy_split": entry.get("strategy", {}),
         })
     return curve
@@ -178,7 +180,8 @@ def markdown_table(report: dict) -> str:
                          f"{moa.get('time_to_stock_best_s') or 'not reached'} | {moa.get('search_speedup') or '-'} | "
                          f"{moa.get('mean_search_share', 0):.0%} | |")
     lines.append("")
-    lines.append("Per-round split (seconds): search / build / run, and the Pruner search's own parts.")
+    lines.append("Search share = (search + cost-model update) / (search + update + build + run), mean over "
+                 "rounds. Per-round split in seconds, with the Pruner search's own parts:")
     lines.append("")
     for spec, entry in report["workloads"].items():
         for name, run in entry["runs"].items():
@@ -187,7 +190,8 @@ def markdown_table(report: dict) -> str:
                 parts = ", ".join(f"{k[:-2]} {split[k]:.1f}" for k in ("sample_s", "draft_s", "verify_s", "droplet_s")
                                   if k in split)
                 lines.append(f"- `{spec}` {name} round {point['round']}: search {point['search_s']:.1f}, "
-                             f"build {point['build_s']:.1f}, run {point['run_s']:.1f}"
+                             f"model update {point['update_s']:.1f}, build {point['build_s']:.1f}, "
+                             f"run {point['run_s']:.1f}"
                              f"{' (' + parts + ')' if parts else ''}; best {_us(point['best_latency_s'])} us")
     return "\n".join(lines) + "\n"
 

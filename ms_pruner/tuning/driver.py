@@ -89,6 +89,34 @@ def metaschedule_logging_guard():
             logger.addHandler(handler)
 
 
+@contextlib.contextmanager
+def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder, runner, desc: str,
+                         progress: bool):
+    """Yields (clock, kwargs for ms.tune_*): timed builder and runner, progress callback, round log.
+
+    The progress bar closes and the logging guard lifts however the tuning call ends.
+    """
+    from tqdm import tqdm
+    from tvm.s_tir import meta_schedule as ms
+
+    from ..builder import make_builder, make_runner
+    from .instrument import ProgressCallback, RoundClock, TimedBuilder, TimedRunner
+
+    bar = tqdm(total=total_trials, unit="trial", desc=desc, disable=not progress)
+    clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=total_trials,
+                       strategy_timings=getattr(strategy_obj, "timings", None))
+    measure = {
+        "builder": TimedBuilder(make_builder(builder) if isinstance(builder, str) else builder, clock),
+        "runner": TimedRunner(runner if runner is not None else make_runner(), clock),
+        "measure_callbacks": ms.MeasureCallback.create("default") + [ProgressCallback(clock)],
+    }
+    try:
+        with metaschedule_logging_guard():
+            yield clock, measure
+    finally:
+        bar.close()
+
+
 def normalized_mod(mod):
     """The single-function IRModule MetaSchedule stores as the workload of a PrimFunc."""
     from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
@@ -119,11 +147,7 @@ def tune_tir(
     Builder; ``runner`` defaults to our LocalRunner settings. ``search`` overrides the
     (strategy, cost model) pair that ``strategy`` names.
     """
-    from tqdm import tqdm
     from tvm.s_tir import meta_schedule as ms
-
-    from ..builder import make_builder, make_runner
-    from .instrument import ProgressCallback, RoundClock, TimedBuilder, TimedRunner
 
     if max_trials <= 0:
         raise UserError(f"--trials must be positive, got {max_trials}")
@@ -137,29 +161,20 @@ def tune_tir(
     rounds: List[dict] = []
     if remaining > 0:
         strategy_obj, model = search or search_components(strategy, target, pretrained, seed, cost_model)
-        bar = tqdm(total=remaining, unit="trial", desc=f"tuning ({strategy})", disable=not progress)
-        clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=remaining,
-                           strategy_timings=getattr(strategy_obj, "timings", None))
-        inner_builder = make_builder(builder) if isinstance(builder, str) else builder
-        inner_runner = runner if runner is not None else make_runner()
-        try:
-            with metaschedule_logging_guard():
-                ms.tune_tir(
-                    mod=workload,
-                    target=target,
-                    work_dir=work_dir,
-                    max_trials_global=remaining,
-                    num_trials_per_iter=min(num_trials_per_iter, remaining),
-                    builder=TimedBuilder(inner_builder, clock),
-                    runner=TimedRunner(inner_runner, clock),
-                    database=database,
-                    cost_model=model,
-                    strategy=strategy_obj,
-                    measure_callbacks=ms.MeasureCallback.create("default") + [ProgressCallback(clock)],
-                    seed=seed,
-                )
-        finally:
-            bar.close()
+        with instrumented_session(work_dir, remaining, strategy_obj, builder, runner, f"tuning ({strategy})",
+                                  progress) as (clock, measure):
+            ms.tune_tir(
+                mod=workload,
+                target=target,
+                work_dir=work_dir,
+                max_trials_global=remaining,
+                num_trials_per_iter=min(num_trials_per_iter, remaining),
+                database=database,
+                cost_model=model,
+                strategy=strategy_obj,
+                seed=seed,
+                **measure,
+            )
         rounds = [dataclasses.asdict(r) for r in clock.rounds]
     records = records_for(database, workload, target)
     best = best_record(records)

@@ -2,7 +2,8 @@
 
 MetaSchedule's task scheduler runs, per round: generate candidates (search), build, run, then the
 measure callbacks (database, cost-model update). Wrapping the builder and runner and appending a
-callback gives each phase's wall time without touching the scheduler. One JSON line per round goes
+callback (after MetaSchedule's own, so the cost-model update lies between the run and it) gives each
+phase's wall time without touching the scheduler. One JSON line per round goes
 to ``<work_dir>/logs/ms_pruner_rounds.jsonl``.
 """
 
@@ -33,6 +34,7 @@ class RoundTiming:
     search_s: float
     build_s: float
     run_s: float
+    update_s: float  # after the run: database commit and cost-model update (training)
     build_errors: int
     run_errors: int
     best_latency_s: Optional[float]
@@ -86,6 +88,7 @@ class RoundClock:
             search_s=max(0.0, self.build_span[0] - self.last_round_end),
             build_s=self.build_span[1] - self.build_span[0],
             run_s=self.run_span[1] - self.run_span[0],
+            update_s=max(0.0, now - self.run_span[1]),
             build_errors=build_errors,
             run_errors=run_errors,
             best_latency_s=self.best_latency_s,
