@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--target", default="auto", help="llvm | cuda | GPU name or TVM tag | auto")
     tune.add_argument("--gpu", default=None, help="GPU spec name (h100, a100, ...); default: detected")
     tune.add_argument("--trials", type=int, default=64, help="total trials in the work dir")
-    tune.add_argument("--strategy", default="stock", help="stock | pruner | moa | replay (random)")
+    tune.add_argument("--strategy", default="pruner", help="pruner | moa | stock | replay (random)")
     tune.add_argument("--work-dir", default=None)
     tune.add_argument("--seed", type=int, default=None)
     tune.add_argument("--builder", default="pruner", help="pruner (ours) | stock (MetaSchedule's)")

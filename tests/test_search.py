@@ -4,7 +4,6 @@ import json
 import os
 
 import numpy as np
-import pytest
 
 from ms_pruner.cli import main
 from ms_pruner.workloads import parse_workload
@@ -27,8 +26,6 @@ def _distinct_schedules(work_dir, workload):
 def _run_best(work_dir, workload, target):
     import tvm
     from tvm.s_tir import meta_schedule as ms
-
-    from ms_pruner.tuning.driver import metaschedule_logging_guard
 
     from ms_pruner.tuning import open_database
 
@@ -113,3 +110,39 @@ def test_droplet_moves_are_one_step(tensor_intrinsics):
             assert abs(int(new) - int(old)) == 1
     found = neighbours(space, trace, limit=6, seed=0)
     assert 0 < len(found) <= 6
+
+
+def test_train_then_moa_tuning_through_the_cli(tmp_path, capsys):
+    """`ms-pruner train` on a measured work dir, then `tune --strategy moa --pretrained` from it."""
+    source = str(tmp_path / "source")
+    assert main(["tune", "matmul:32x32x32:float32:float32", "--target", "llvm", "--trials", "16", "--per-iter", "16",
+                 "--work-dir", source, "--seed", "0", "--no-progress"]) == 0
+    model = str(tmp_path / "pacm.pt")
+    assert main(["train", "--db", source, "--out", model, "--epochs", "5", "--time-budget", "20"]) == 0
+    assert "trained on 16 records" in capsys.readouterr().out
+    work_dir = str(tmp_path / "moa")
+    assert main(["tune", SPEC, "--target", "llvm", "--strategy", "moa", "--pretrained", model, "--trials", "16",
+                 "--per-iter", "8", "--work-dir", work_dir, "--seed", "0", "--no-progress"]) == 0
+    assert "16 records (16 new)" in capsys.readouterr().out
+
+
+def test_pruner_search_carries_its_own_moa_model(tmp_path):
+    """PrunerSearch(pretrained=...) verifies with, and updates, its own momentum-adapted PaCM."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.builder import make_builder, make_runner
+    from ms_pruner.cost_model import PaCMCore
+    from ms_pruner.hardware import llvm_target
+    from ms_pruner.search import PrunerSearch
+    from ms_pruner.tuning.driver import metaschedule_logging_guard
+
+    path = str(tmp_path / "fresh.pt")
+    PaCMCore(seed=0).save(path)
+    timings = []
+    with metaschedule_logging_guard():
+        ms.tune_tir(mod=parse_workload("matmul:32x32x32:float32:float32").prim_func(), target=llvm_target(),
+                    work_dir=str(tmp_path / "wd"), max_trials_global=8, num_trials_per_iter=4,
+                    builder=make_builder("pruner", max_workers=2), runner=make_runner(), cost_model="random",
+                    strategy=PrunerSearch(population=32, draft_size=16, pretrained=path, timings=timings))
+    assert [t["verifier"] for t in timings] == ["own MoA PaCM"] * 2
+    assert [t["verifier_records"] for t in timings] == [4, 8]

@@ -242,8 +242,8 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
                 smem_write_bytes=s_write,
                 copies=copies,
                 main_loop_trips=main_trips,
-                unroll_max_step=max((l.unroll_max_step for b in blocks for l in b.loops), default=0),
-                pipelined=any(l.pipelined for b in blocks for l in b.loops),
+                unroll_max_step=max((loop.unroll_max_step for b in blocks for loop in b.loops), default=0),
+                pipelined=any(loop.pipelined for b in blocks for loop in b.loops),
                 global_buffer_bytes=global_bytes,
             )
         )

@@ -12,7 +12,8 @@ import os
 from typing import Optional
 
 from .cuda_binary import compile_cuda_to_cubin, device_module_formats, replace_cuda_sources
-from .worker import COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, export_candidate, lower_candidate
+from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, export_candidate,
+                     lower_candidate)
 
 BUILDER_KINDS = ("pruner", "stock")
 

@@ -40,6 +40,9 @@ class PrunerSearch(PySearchStrategy):
 
     ``timings`` (a list, shared with clones) receives one dict per round with the seconds spent in
     sampling, draft, verify and droplet, and how many candidates each stage saw.
+    ``pretrained`` (a file from ``ms-pruner train``) makes the search verify with its own
+    momentum-adapted PaCM (MoA), updated after every measured batch, whatever cost model the
+    tuning call carries; without it the tuning call's cost model verifies.
     """
 
     def __init__(self, population: int = DEFAULTS["population"], draft_size: int = DEFAULTS["draft_size"],
@@ -48,12 +51,13 @@ class PrunerSearch(PySearchStrategy):
                  eps_greedy: float = DEFAULTS["eps_greedy"], droplet_after: int = DEFAULTS["droplet_after"],
                  droplet_share: float = DEFAULTS["droplet_share"],
                  droplet_neighbours: int = DEFAULTS["droplet_neighbours"], seed: int = 0,
-                 timings: Optional[list] = None):
+                 pretrained: Optional[str] = None, momentum: float = 0.9, timings: Optional[list] = None):
         super().__init__()
         self.params = dict(population=population, draft_size=draft_size, genetic_iters=genetic_iters,
                            mutate_prob=mutate_prob, init_measured_ratio=init_measured_ratio,
                            eps_greedy=eps_greedy, droplet_after=droplet_after, droplet_share=droplet_share,
-                           droplet_neighbours=droplet_neighbours, seed=seed)
+                           droplet_neighbours=droplet_neighbours, seed=seed, pretrained=pretrained,
+                           momentum=momentum)
         self.timings = timings if timings is not None else []
         self.rng = random.Random(seed)
         self.context = None
@@ -91,6 +95,13 @@ class PrunerSearch(PySearchStrategy):
         self.per_iter = int(num_trials_per_iter)
         self.database = database if database is not None else ms.database.MemoryDatabase()
         self.cost_model = cost_model
+        self.own_model = None
+        if self.params["pretrained"]:
+            from ..cost_model import PaCM
+
+            self.own_model = PaCM(pretrained=self.params["pretrained"], momentum=self.params["momentum"],
+                                  seed=self.params["seed"])
+            self.cost_model = self.own_model
         self.trials = 0
         self.round = 0
         self.measured = set()
@@ -112,6 +123,9 @@ class PrunerSearch(PySearchStrategy):
         for candidate, result in zip(measure_candidates, results):
             latency = _mean(result.run_secs) if result.error_msg is None else float("inf")
             self._note_measured(candidate.sch.trace, latency, candidate.sch.mod)
+        if self.own_model is not None:
+            self.own_model.update(self.context, measure_candidates, results)
+            self.timings[-1]["verifier_records"] = len(self.own_model.core.samples)
         self.inner.notify_runner_results(measure_candidates, results)
 
     # -- the round ------------------------------------------------------------------------
@@ -121,7 +135,8 @@ class PrunerSearch(PySearchStrategy):
         if self.trials >= self.max_trials:
             return None
         batch = min(self.per_iter, self.max_trials - self.trials)
-        timing = {"round": self.round, "task": str(self.context.task_name)}
+        timing = {"round": self.round, "task": str(self.context.task_name),
+                  "verifier": "own MoA PaCM" if self.own_model is not None else "tuning cost model"}
         start = time.perf_counter()
         population = self._population()
         timing["sample_s"] = time.perf_counter() - start
