@@ -136,7 +136,7 @@ def cmd_train(args) -> int:
 
 def cmd_compare(args) -> int:
     from .hardware import resolve_target
-    from .tuning.compare import run_comparison, write_outputs
+    from .tuning.compare import comparison_settings, load_previous, run_comparison, write_outputs
     from .workloads import get_suite, parse_workload
 
     if not args.workload and not args.suite:
@@ -148,15 +148,15 @@ def cmd_compare(args) -> int:
         read_model_file(args.pretrained)
     choice = resolve_target(args.target, args.gpu, require_device=True)
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    report = run_comparison(workloads, choice, args.trials, args.per_iter, args.out, seed=args.seed,
-                            strategies=strategies, pretrained=args.pretrained, builder=args.builder,
-                            progress=not args.no_progress)
     machine = {"target": str(choice.target), "gpu": choice.gpu.marketing_name if choice.gpu else None,
                "cpu": choice.cpu.name if choice.cpu else None}
-    if sys.argv[0].endswith(".py"):
-        command = "python " + " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
-    else:
-        command = "ms-pruner " + " ".join(sys.argv[1:])
+    command = "ms-pruner " + " ".join(args.argv)
+    settings = comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder)
+    previous = {} if args.fresh else load_previous(args.out, settings)
+    report = run_comparison(workloads, choice, args.trials, args.per_iter, args.out, seed=args.seed,
+                            strategies=strategies, pretrained=args.pretrained, builder=args.builder,
+                            progress=not args.no_progress, previous=previous,
+                            on_run=lambda partial: write_outputs(partial, args.out, command, machine))
     for path in write_outputs(report, args.out, command, machine):
         print(f"wrote {path}")
     return 0
@@ -179,6 +179,7 @@ def cmd_tune_model(args) -> int:
     import torch
 
     from .models import compare_outputs, import_torch_model, run_executable, torch_latency, tune_relax
+    from .models.report import write_summary
 
     with torch.no_grad():
         expected = module(example)
@@ -201,6 +202,12 @@ def cmd_tune_model(args) -> int:
           f"{f'{eager * 1e6:.1f} us' if eager else 'n/a'} | torch.compile "
           f"{f'{compiled * 1e6:.1f} us' if compiled else ('n/a' if args.torch_compile else 'skipped')}")
     mismatch = compare_outputs([o.astype("float32") for o in outputs], expected, spec.dtype)
+    write_summary(work_dir, {
+        "model": args.model, "dtype": spec.dtype, "target": str(choice.target), "target_kind": choice.target.kind.name,
+        "strategy": args.strategy, "trials": args.trials, "seed": args.seed, "tasks": len(result.tasks),
+        "tuning_wall_s": result.rounds[-1]["wall_s"] if result.rounds else 0.0, "latency_s": seconds,
+        "torch_eager_s": eager, "torch_compile_s": compiled, "outputs_match": mismatch is None, "mismatch": mismatch,
+    })
     if mismatch:
         print(f"ms-pruner: error: {args.model}: {mismatch}", file=sys.stderr)
         return 1
@@ -265,6 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=int, default=0)
     compare.add_argument("--out", required=True, help="directory for compare.json/.md/.png and work dirs")
     compare.add_argument("--no-progress", action="store_true")
+    compare.add_argument("--fresh", action="store_true",
+                         help="ignore runs already in --out/compare.json instead of adding to them")
     compare.set_defaults(func=cmd_compare)
 
     model = sub.add_parser("tune-model", help="tune a whole torch model through Relax and check it")
@@ -290,7 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv
     try:
         return int(args.func(args) or 0)
     except UserError as err:

@@ -68,3 +68,32 @@ def test_bad_input_is_one_line(capsys, tmp_path):
     assert main(["show", "--work-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("ms-pruner: error: corrupt MetaSchedule database") and "\n" not in err
+
+
+def test_compare_merges_runs_made_one_strategy_at_a_time(tmp_path, capsys):
+    out = str(tmp_path / "cmp")
+    common = ["compare", "--workload", "matmul:64x64x64:float32:float32", "--target", "llvm", "--trials", "8",
+              "--per-iter", "8", "--out", out, "--no-progress"]
+    assert main(common + ["--strategies", "stock"]) == 0
+    first = json.load(open(os.path.join(out, "compare.json")))
+    runs = first["workloads"]["matmul:64x64x64:float32:float32"]["runs"]
+    assert list(runs) == ["stock"] and runs["stock"]["curve"][-1]["trials"] == 8
+    stock_dir = runs["stock"]["work_dir"]
+
+    # A second call adds pruner and keeps the stock run as it was, without re-tuning it.
+    assert main(common + ["--strategies", "stock,pruner"]) == 0
+    merged = json.load(open(os.path.join(out, "compare.json")))
+    entry = merged["workloads"]["matmul:64x64x64:float32:float32"]
+    assert sorted(entry["runs"]) == ["pruner", "stock"]
+    assert entry["runs"]["stock"] == runs["stock"] and len(os.listdir(os.path.dirname(stock_dir))) == 2
+    assert entry["summary"]["pruner"]["trials"] == 8 and entry["summary"]["stock"]["final_best_s"] > 0
+    assert len(merged["commands"]) == 2
+    table = open(os.path.join(out, "compare.md")).read()
+    assert "| `matmul:64x64x64:float32:float32` |" in table and "pruner round 0" in table
+    capsys.readouterr()
+
+    # Other settings cannot share the table: one clear line, nothing overwritten.
+    assert main(common[:5] + ["--trials", "16", "--per-iter", "8", "--out", out, "--no-progress"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--fresh" in err[0]
+    assert json.load(open(os.path.join(out, "compare.json"))) == merged

@@ -5,6 +5,7 @@ import pytest
 
 from ms_pruner.cli import main
 from ms_pruner.models import compare_outputs, extract_tasks, get_model, import_torch_model, run_executable
+from ms_pruner.models.report import model_table, read_summaries
 
 
 def _tasks_in_database(work_dir):
@@ -44,6 +45,10 @@ def test_tune_model_cli(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "2 tasks tuned with pruner" in out and "outputs match torch" in out and "torch eager" in out
     assert len(_tasks_in_database(work_dir)) == 2
+    summary, = read_summaries([work_dir])
+    assert summary["outputs_match"] and summary["tasks"] == 2 and summary["latency_s"] > 0
+    table = model_table([summary, dict(summary, strategy="stock", outputs_match=False, mismatch="output 0 differs")])
+    assert "| mlp-tiny (float32) | llvm | pruner | 16 | 2 |" in table and "output 0 differs" in table
 
 
 def test_mismatch_is_reported_with_its_size():

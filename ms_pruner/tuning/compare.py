@@ -107,35 +107,73 @@ def summarize(runs: Dict[str, dict]) -> dict:
     return summary
 
 
+def comparison_settings(choice, trials: int, per_iter: int, seed: int, builder: str) -> dict:
+    """What two comparisons must share for their runs to sit in one table."""
+    return {"target": str(choice.target), "trials": trials, "per_iter": per_iter, "seed": seed, "builder": builder}
+
+
+def load_previous(out_dir: str, settings: dict) -> dict:
+    """The completed runs of an earlier ``compare`` into the same ``out_dir`` with the same settings.
+
+    A GPU session gets at most ten minutes a call, less than stock + Pruner on two workloads at
+    256 trials, so a comparison is run one strategy or workload at a time into one directory and
+    merged here. Runs made under other settings are not comparable and are refused.
+    """
+    path = os.path.join(out_dir, "compare.json")
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            report = json.load(handle)
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot read earlier comparison {path}: {err}") from err
+    earlier = {key: report.get(key, "pruner" if key == "builder" else None) for key in settings}
+    if earlier != settings:
+        raise UserError(f"{path} was made with {earlier}, not {settings}; use another --out or --fresh")
+    return report
+
+
 def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, seed: int = 0,
                    strategies=("stock", "pruner"), pretrained: Optional[str] = None, builder: str = "pruner",
-                   progress: bool = True) -> dict:
+                   progress: bool = True, previous: Optional[dict] = None, on_run=None) -> dict:
+    """Tune every workload with every strategy, skipping runs already in ``previous``.
+
+    ``on_run(report)`` is called after each finished run, so a run cut off by a time limit keeps
+    everything finished before it.
+    """
     if "moa" in strategies and not pretrained:
         raise UserError("comparing moa needs --pretrained MODEL")
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    report = {"target": str(choice.target), "trials": trials, "per_iter": per_iter, "seed": seed,
-              "workloads": {}}
+    previous = previous or {}
+    report = dict(comparison_settings(choice, trials, per_iter, seed, builder),
+                  workloads=dict(previous.get("workloads", {})), commands=list(previous.get("commands", [])))
     for workload in workloads:
-        runs = {}
+        entry = report["workloads"].setdefault(workload.spec, {"flops": workload.flops, "runs": {}})
         for strategy in strategies:
+            if strategy in entry["runs"]:
+                continue
             work_dir = os.path.join(out_dir, "work", workload.spec.replace(":", "_"), f"{strategy}-{stamp}")
             result = tune_tir(workload.prim_func(), choice.target, work_dir, trials, strategy=strategy,
                               builder=builder, seed=seed, num_trials_per_iter=per_iter,
                               pretrained=pretrained if strategy == "moa" else None, progress=progress)
-            runs[strategy] = {"work_dir": work_dir, "best_latency_s": result.best_latency_s,
-                              "curve": _curve(result)}
-        report["workloads"][workload.spec] = {
-            "flops": workload.flops,
-            "runs": runs,
-            "summary": summarize(runs),
-            "reference": reference_latency(workload, choice.is_cuda),
-        }
+            entry["runs"][strategy] = {"work_dir": work_dir, "best_latency_s": result.best_latency_s,
+                                       "curve": _curve(result)}
+            entry["summary"] = summarize(entry["runs"])
+            if on_run is not None:
+                on_run(report)
+        entry["summary"] = summarize(entry["runs"])
+        if entry.get("reference") is None:
+            entry["reference"] = reference_latency(workload, choice.is_cuda)
     return report
 
 
 def write_outputs(report: dict, out_dir: str, command: str, machine: dict) -> List[str]:
+    """Write compare.json/.md/.png; ``commands`` lists every invocation that contributed runs."""
     os.makedirs(out_dir, exist_ok=True)
-    report = dict(report, command=command, machine=machine)
+    commands = list(report.get("commands", []))
+    if command not in commands:
+        commands.append(command)
+    report.update(command=" ; ".join(commands), commands=commands, machine=machine)
     paths = [os.path.join(out_dir, "compare.json"), os.path.join(out_dir, "compare.md")]
     with open(paths[0], "w", encoding="utf-8") as handle:
         json.dump(report, handle, indent=1)

@@ -1,0 +1,56 @@
+"""One JSON summary per ``tune-model`` run and the table that puts runs side by side.
+
+Whole-model comparisons (stock vs Pruner vs torch) are made of separate ``tune-model`` runs, one
+per strategy, often in separate calls on a lent GPU; each leaves ``tune_model.json`` in its work
+dir and ``model_table`` joins them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Iterable, List, Optional
+
+from ..errors import UserError
+
+SUMMARY_FILE = "tune_model.json"
+
+
+def write_summary(work_dir: str, summary: dict) -> str:
+    path = os.path.join(work_dir, SUMMARY_FILE)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(summary, handle, indent=1)
+    return path
+
+
+def read_summaries(paths: Iterable[str]) -> List[dict]:
+    """Summaries from work dirs or ``tune_model.json`` paths, in the order given."""
+    summaries = []
+    for path in paths:
+        file = os.path.join(path, SUMMARY_FILE) if os.path.isdir(path) else path
+        try:
+            with open(file, encoding="utf-8") as handle:
+                summaries.append(json.load(handle))
+        except (OSError, ValueError) as err:
+            raise UserError(f"cannot read a tune-model summary at {file}: {err}") from err
+    return summaries
+
+
+def _us(seconds: Optional[float]) -> str:
+    return f"{seconds * 1e6:.1f}" if seconds else "-"
+
+
+def model_table(summaries: List[dict]) -> str:
+    """Markdown: per model and strategy, end-to-end latency next to torch eager / torch.compile."""
+    lines = [
+        "| model | target | strategy | trials | tasks | tuning wall (s) | ms_pruner (us) | torch eager (us) | "
+        "torch.compile (us) | outputs |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for s in summaries:
+        lines.append(
+            f"| {s['model']} ({s['dtype']}) | {s['target_kind']} | {s['strategy']} | {s['trials']} | {s['tasks']} | "
+            f"{s['tuning_wall_s']:.0f} | {_us(s['latency_s'])} | {_us(s['torch_eager_s'])} | "
+            f"{_us(s['torch_compile_s'])} | {'match' if s['outputs_match'] else s['mismatch']} |"
+        )
+    return "\n".join(lines) + "\n"
