@@ -97,3 +97,30 @@ def test_compare_merges_runs_made_one_strategy_at_a_time(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--fresh" in err[0]
     assert json.load(open(os.path.join(out, "compare.json"))) == merged
+
+
+def test_interrupt_keeps_measured_records(tmp_path):
+    """SIGINT mid-tuning (Ctrl-C, `timeout -s INT` on a lent GPU): one line, exit 130, records kept."""
+    import signal
+    import time
+
+    work_dir = tmp_path / "wd"
+    records = work_dir / "database_tuning_record.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ms_pruner", "tune", SPEC, "--target", "llvm", "--trials", "256", "--per-iter", "8",
+         "--work-dir", str(work_dir), "--no-progress"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None and not (records.exists() and records.stat().st_size):
+        time.sleep(0.5)
+    assert proc.poll() is None, proc.stderr.read()
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "stopping after the current round" in err and "ms-pruner: interrupted; records measured" in err
+    assert "Traceback" not in err and "Segfault" not in err, err[-2000:]
+    kept = _record_keys(str(work_dir))
+    assert 8 <= len(kept) < 256 and len(kept) % 8 == 0
+    assert all(json.loads(line)[1][1][0] < 1e9 for line in kept)  # no build killed by the interrupt

@@ -101,6 +101,7 @@ def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder
 
     from ..builder import make_builder, make_runner
     from .instrument import ProgressCallback, RoundClock, TimedBuilder, TimedRunner
+    from .interrupt import graceful_interrupts
 
     bar = tqdm(total=total_trials, unit="trial", desc=desc, disable=not progress)
     clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=total_trials,
@@ -111,7 +112,7 @@ def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder
         "measure_callbacks": ms.MeasureCallback.create("default") + [ProgressCallback(clock)],
     }
     try:
-        with metaschedule_logging_guard():
+        with metaschedule_logging_guard(), graceful_interrupts():
             yield clock, measure
     finally:
         bar.close()

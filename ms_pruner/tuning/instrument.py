@@ -20,6 +20,8 @@ from tvm.s_tir.meta_schedule.builder import PyBuilder
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 from tvm.s_tir.meta_schedule.runner import PyRunner
 
+from .interrupt import check_stop
+
 FAILED_RUN_SECONDS = 1e9  # MetaSchedule stores failures as 1e10 s
 
 
@@ -118,6 +120,7 @@ class TimedBuilder(PyBuilder):
         self.clock = clock
 
     def build(self, build_inputs):
+        check_stop()
         start = time.perf_counter()
         results = self.inner.build(build_inputs)
         self.clock.build_span = (start, time.perf_counter())
@@ -134,6 +137,7 @@ class TimedRunner(PyRunner):
         self.clock = clock
 
     def run(self, runner_inputs):
+        check_stop()
         start = time.perf_counter()
         futures = self.inner.run(runner_inputs)
         for future in futures:
@@ -152,3 +156,4 @@ class ProgressCallback(PyMeasureCallback):
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
         self.clock.finish_round(task_id, builder_results, runner_results)
+        check_stop()

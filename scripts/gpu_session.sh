@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# One step of the GPU work the issues ask for, sized for one device call (<= 10 min).
+#
+# A lent GPU gives 30 min in all and 10 min a call, so the work is cut into steps that each fit,
+# in priority order. Results accumulate in $KEEP (kept while the machine stays warm) and every
+# step copies the small files of all steps so far to $OUT, so the latest call's files are the
+# whole picture. After staging (DEVELOPERS.md), call on the device, one step per call:
+#
+#   bash scripts/gpu_session.sh matmul-stock      # issue 5: stock MS, 256 trials, our builder
+#   bash scripts/gpu_session.sh matmul-pruner     # issue 5: Pruner, same budget -> compare.{json,md,png}
+#   bash scripts/gpu_session.sh builder-stock     # issue 2: stock builder, 64 trials (ours = matmul-stock)
+#   bash scripts/gpu_session.sh conv-replay       # issue 3: 128 random conv2d candidates + analyze
+#   bash scripts/gpu_session.sh conv-stock        # issue 5: the conv2d layer, stock
+#   bash scripts/gpu_session.sh conv-pruner       # issue 5: the conv2d layer, Pruner
+#   bash scripts/gpu_session.sh models-stock      # issue 6: bert-layer + resnet-block, stock
+#   bash scripts/gpu_session.sh models-pruner     # issue 6: the same with Pruner -> models.md
+#
+# Each tuning command runs under `timeout --foreground -s INT` short of the call limit: the CLI stops
+# cleanly on SIGINT, the work dir keeps every measured record, and `compare` keeps every run that
+# finished, so a step cut short can simply be called again.
+set -uo pipefail
+step=${1:?usage: gpu_session.sh STEP (see the header)}
+cd "$(dirname "$0")/.."
+export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+KEEP=${KEEP:-/tmp/ms_pruner_gpu}
+OUT=${OUT:-$KEEP/out}
+BUDGET=${BUDGET:-500}
+TRIALS=${TRIALS:-256}
+MODEL_TRIALS=${MODEL_TRIALS:-128}
+TARGET=${TARGET:-cuda}
+MM=${MM:-matmul:4096x4096x4096:float16:float32}
+CONV=${CONV:-conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32}
+mkdir -p "$KEEP" "$OUT"
+
+ms() {
+    timeout --foreground --signal=INT --kill-after=60 "$BUDGET" python3 -m ms_pruner "$@"
+    local status=$?
+    [ "$status" -eq 0 ] || echo "== exit $status: ms-pruner $*" >&2
+    return "$status"
+}
+compare() { ms compare --workload "$1" --target "$TARGET" --trials "$TRIALS" --strategies "$2" --seed 0 \
+    --out "$KEEP/compare" --no-progress; }
+models() {
+    for model in ${MODELS:-bert-layer resnet-block}; do
+        ms tune-model --model "$model" --target "$TARGET" --trials "$MODEL_TRIALS" --strategy "$1" --seed 0 \
+            --work-dir "$KEEP/models/$model-$1" --no-progress
+    done
+}
+
+{
+    echo "== $step $(date -u +%FT%TZ)"
+    nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader || true
+    case "$step" in
+        matmul-stock) compare "$MM" stock ;;
+        matmul-pruner) compare "$MM" pruner ;;
+        conv-stock) compare "$CONV" stock ;;
+        conv-pruner) compare "$CONV" pruner ;;
+        builder-stock)
+            ms tune "$MM" --target "$TARGET" --strategy stock --builder stock --trials 64 --seed 0 \
+                --work-dir "$KEEP/builder_stock" --no-progress
+            python3 -m ms_pruner show --work-dir "$KEEP/builder_stock" > "$KEEP/builder_stock.txt" ;;
+        conv-replay)
+            ms tune "$CONV" --target "$TARGET" --strategy replay --trials "${REPLAY_TRIALS:-128}" --per-iter "${REPLAY_PER_ITER:-64}" --seed 0 \
+                --work-dir "$KEEP/conv_replay" --no-progress
+            python3 -m ms_pruner analyze --db "$KEEP/conv_replay" --json > "$KEEP/conv_replay_analyze.json" ;;
+        models-stock) models stock ;;
+        models-pruner)
+            models pruner
+            python3 scripts/model_table.py "$KEEP"/models/*-stock "$KEEP"/models/*-pruner \
+                --out "$KEEP/models.md" ;;
+        *) echo "unknown step '$step'; see the header of $0" >&2; exit 2 ;;
+    esac
+    echo "== $step done $(date -u +%FT%TZ)"
+} 2>&1 | tee -a "$KEEP/session.log"
+
+# Small files only (databases, logs, JSON, tables, plots); built kernels stay behind.
+python3 - "$KEEP" "$OUT" <<'EOF'
+import os, shutil, sys
+keep, out = (os.path.abspath(p) for p in sys.argv[1:])
+copied = 0
+for root, dirs, files in os.walk(keep):
+    dirs[:] = [d for d in dirs if os.path.join(root, d) != out]
+    for name in files:
+        src = os.path.join(root, name)
+        if os.path.getsize(src) < (16 << 20) and not name.endswith((".so", ".cubin", ".tar")):
+            dst = os.path.join(out, os.path.relpath(src, keep))
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy2(src, dst)
+            copied += 1
+print(f"copied {copied} files to {out}")
+EOF
