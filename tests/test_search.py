@@ -70,6 +70,7 @@ def test_pruner_search_in_tune_tir(tmp_path):
     assert len(timings) == 4
     assert all(t["draft"] > 0 and t["picked"] == 8 for t in timings)
     assert any(t["droplet"] > 0 for t in timings[1:])
+    assert timings[0]["carried"] == 0 and all(t["carried"] > 0 for t in timings[1:])
 
 
 def test_cli_tune_with_pruner_strategy(tmp_path, capsys):

@@ -30,7 +30,8 @@ def _metrics(scores: np.ndarray, measured: np.ndarray) -> Dict[str, float]:
     }
 
 
-def _load(path: str):
+def load_measured(path: str):
+    """Records of a database in measurement order, their replayed schedules, mean latencies (inf = failed)."""
     from ..analysis.db_eval import replay_record
     from ..tuning.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
 
@@ -93,7 +94,7 @@ def evaluate_models(path: str, models: Sequence[str] = MODELS, train_frac: float
         raise UserError(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
     if not 0.0 < train_frac < 1.0:
         raise UserError(f"--train-frac must be between 0 and 1, got {train_frac}")
-    records, schedules, latency = _load(path)
+    records, schedules, latency = load_measured(path)
     n_train = max(2, min(len(records) - 2, int(round(train_frac * len(records)))))
     evaluators = {
         "pacm": _evaluate_pacm,

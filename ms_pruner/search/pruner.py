@@ -2,8 +2,10 @@
 
 One round (``generate_measure_candidates``):
 
-1. **Population** — the best measured schedules from the database (replayed with their decisions)
-   plus random samples of the design space (MetaSchedule's C++ sampler, postprocessors applied).
+1. **Population** — the best measured schedules from the database (replayed with their decisions),
+   the unmeasured draft members the model ranked highest last round (already sampled, mutated and
+   post-processed, so they cost nothing to carry over), and random samples of the design space
+   (MetaSchedule's C++ sampler, postprocessors applied) for the rest, fewer after round 0.
 2. **Draft** — MetaSchedule's C++ genetic evolution (its mutators, its postprocessors) with the
    static analyzer as fitness keeps the ``draft_size`` most promising unmeasured schedules.
 3. **Verify** — the tuning cost model (PaCM) scores the draft; the batch takes the best of them,
@@ -31,7 +33,11 @@ DEFAULTS = dict(
     droplet_after=2,
     droplet_share=0.25,
     droplet_neighbours=64,
+    carry_over=192,
+    fresh_samples=128,
 )
+MIN_FRESH_SAMPLES = 16
+FIRST_ROUND_SAMPLES = 50
 
 
 @derived_object
@@ -50,13 +56,15 @@ class PrunerSearch(PySearchStrategy):
                  init_measured_ratio: float = DEFAULTS["init_measured_ratio"],
                  eps_greedy: float = DEFAULTS["eps_greedy"], droplet_after: int = DEFAULTS["droplet_after"],
                  droplet_share: float = DEFAULTS["droplet_share"],
-                 droplet_neighbours: int = DEFAULTS["droplet_neighbours"], seed: int = 0,
+                 droplet_neighbours: int = DEFAULTS["droplet_neighbours"], carry_over: int = DEFAULTS["carry_over"],
+                 fresh_samples: int = DEFAULTS["fresh_samples"], seed: int = 0,
                  pretrained: Optional[str] = None, momentum: float = 0.9, timings: Optional[list] = None):
         super().__init__()
         self.params = dict(population=population, draft_size=draft_size, genetic_iters=genetic_iters,
                            mutate_prob=mutate_prob, init_measured_ratio=init_measured_ratio,
                            eps_greedy=eps_greedy, droplet_after=droplet_after, droplet_share=droplet_share,
-                           droplet_neighbours=droplet_neighbours, seed=seed, pretrained=pretrained,
+                           droplet_neighbours=droplet_neighbours, carry_over=carry_over,
+                           fresh_samples=fresh_samples, seed=seed, pretrained=pretrained,
                            momentum=momentum)
         self.timings = timings if timings is not None else []
         self.rng = random.Random(seed)
@@ -81,7 +89,7 @@ class PrunerSearch(PySearchStrategy):
         self.inner = ms.search_strategy.EvolutionarySearch(
             population_size=self.params["population"],
             init_measured_ratio=0.0,
-            init_min_unmeasured=min(50, self.params["population"]),
+            init_min_unmeasured=min(MIN_FRESH_SAMPLES, self.params["population"]),
             genetic_num_iters=self.params["genetic_iters"],
             genetic_mutate_prob=self.params["mutate_prob"],
             eps_greedy=0.0,
@@ -106,6 +114,7 @@ class PrunerSearch(PySearchStrategy):
         self.round = 0
         self.measured = set()
         self.best = None  # (latency, trace)
+        self.carry = []  # unmeasured draft members, best-ranked first
         self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database=self.database,
                               cost_model=self.psa)
         workload = self.database.commit_workload(self.context.mod)
@@ -138,7 +147,7 @@ class PrunerSearch(PySearchStrategy):
         timing = {"round": self.round, "task": str(self.context.task_name),
                   "verifier": "own MoA PaCM" if self.own_model is not None else "tuning cost model"}
         start = time.perf_counter()
-        population = self._population()
+        population, timing["carried"] = self._population()
         timing["sample_s"] = time.perf_counter() - start
         timing["population"] = len(population)
 
@@ -173,7 +182,8 @@ class PrunerSearch(PySearchStrategy):
             self.measured.add(self._key(sch.mod))
         return [_measure_candidate(sch) for sch in picks]
 
-    def _population(self) -> List:
+    def _population(self):
+        """(schedules entering the draft, how many of them were carried over from last round)."""
         from tvm.s_tir import meta_schedule as ms
 
         population = []
@@ -184,11 +194,23 @@ class PrunerSearch(PySearchStrategy):
                 sch = self.space.replay(record.trace, seed=self.rng.randrange(1, 1 << 30))
                 if sch is not None:
                     population.append(sch)
+        carried = [s for s in self.carry if self._key(s.mod) not in self.measured]
+        carried = carried[:max(0, self.params["population"] - len(population))]
+        population.extend(carried)
         missing = self.params["population"] - len(population)
-        if missing > 0:
-            population.extend(ms._ffi_api.SearchStrategyEvolutionarySearchSampleInitPopulation(  # pylint: disable=protected-access
-                self.inner, missing))
-        return population
+        if carried:
+            missing = min(missing, self.params["fresh_samples"])
+        # The C++ sampler stops once MIN_FRESH_SAMPLES survive; with nothing to carry, keep asking
+        # until the population is as diverse as stock's first one (init_min_unmeasured = 50).
+        wanted = MIN_FRESH_SAMPLES if carried else min(missing, FIRST_ROUND_SAMPLES)
+        fresh = []
+        for _ in range(FIRST_ROUND_SAMPLES // MIN_FRESH_SAMPLES + 1):
+            if len(fresh) >= wanted or missing - len(fresh) <= 0:
+                break
+            fresh.extend(ms._ffi_api.SearchStrategyEvolutionarySearchSampleInitPopulation(  # pylint: disable=protected-access
+                self.inner, missing - len(fresh)))
+        population.extend(fresh)
+        return population, len(carried)
 
     def _select(self, draft: List, droplet: List, batch: int) -> List:
         """Best of the draft and of the droplet neighbours by the cost model, plus eps random."""
@@ -215,6 +237,7 @@ class PrunerSearch(PySearchStrategy):
         self.rng.shuffle(rest)
         take(rest, n_random)
         take(ranked_draft, batch - len(picks))  # top up when a stage came up short
+        self.carry = [s for s in ranked_draft if self._key(s.mod) not in seen][:self.params["carry_over"]]
         return picks
 
     def _rank(self, schedules: List) -> List:

@@ -1,0 +1,122 @@
+"""Search overhead per round on a tensor-core workload, stock MetaSchedule vs PrunerSearch, no GPU.
+
+    python scripts/bench_search.py --out docs/results/cpu/search_overhead.json
+
+One round of candidate generation (64 candidates, the tune_tir default) for the workload of a real
+H100 database (`matmul 4096^3 fp16->fp32`, target nvidia/nvidia-h100), timed twice per strategy:
+``cold`` (empty database, untrained cost model: round 0 of a run) and ``warm`` (the database's
+real measured records committed and the cost model updated with them, as after three rounds),
+where ``--warm-rounds`` rounds are generated back to back. Nothing is measured, and no latency is
+made up: between warm rounds the strategy is told each candidate failed with "not measured", which
+only marks it as tried (PrunerSearch then carries its unpicked draft over, as in a real run).
+Stock is MetaSchedule's ``evolutionary`` search with its ``xgb`` model; Pruner is PrunerSearch with
+PaCM, both as ``ms-pruner tune --strategy stock|pruner`` builds them, with the same thread count.
+The figures are search seconds (what DEVELOPERS.md's "search 28-34 s per round" on the H100 host
+counts), plus cost-model update seconds for the warm case.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import command_line, machine, write_json  # noqa: E402
+
+DEFAULT_DB = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "h100",
+                          "mm4096_f16f32_stock_evolutionary")
+
+
+def _context(mod, target, strategy_obj, seed: int, threads: int):
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy_obj,
+                          task_name="main", rand_state=seed, num_threads=threads).clone()
+
+
+NOT_MEASURED = "not measured (search-overhead benchmark)"
+
+
+def search_rounds(strategy: str, records, schedules, latency, warm: bool, seed: int, threads: int, per_iter: int,
+                  rounds: int):
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.meta_schedule.runner import RunnerResult
+    from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
+
+    from ms_pruner.tuning.driver import search_components
+
+    mod, target = records[0].workload.mod, records[0].target
+    strategy_obj, model = search_components(strategy, target, seed=seed)
+    if isinstance(strategy_obj, str):
+        strategy_obj = ms.SearchStrategy.create(strategy_obj)
+    if isinstance(model, str):
+        model = ms.CostModel.create(model, num_tuning_cores=threads)
+    context = _context(mod, target, strategy_obj, seed, threads)
+    database = ms.database.MemoryDatabase()
+    entry = {"strategy": strategy, "state": "warm" if warm else "cold", "records": 0, "update_s": 0.0}
+    if warm:
+        workload = database.commit_workload(mod)
+        for record in records:
+            database.commit_tuning_record(ms.database.TuningRecord(record.trace, workload, record.run_secs,
+                                                                   record.target, record.args_info))
+        candidates = [MeasureCandidate(s, ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in schedules]
+        results = [RunnerResult(run_secs=[float(lat)] if lat < 1e9 else [1e10], error_msg=None) for lat in latency]
+        start = time.perf_counter()
+        model.update(context, candidates, results)
+        entry["update_s"] = time.perf_counter() - start
+        entry["records"] = len(records)
+    spaces = context.generate_design_space()
+    start = time.perf_counter()
+    context.pre_tuning(max_trials=len(records) + 8 * per_iter, num_trials_per_iter=per_iter, design_spaces=spaces,
+                       database=database, cost_model=model)
+    entry["pre_tuning_s"] = time.perf_counter() - start
+    entry["rounds"] = []
+    for _ in range(rounds if warm else 1):
+        start = time.perf_counter()
+        candidates = context.search_strategy.generate_measure_candidates() or []
+        seconds = time.perf_counter() - start
+        split = getattr(strategy_obj, "timings", None)
+        entry["rounds"].append({"search_s": seconds, "candidates": len(candidates),
+                                "split": {k: round(v, 3) if isinstance(v, float) else v
+                                          for k, v in split[-1].items()} if split else None})
+        context.search_strategy.notify_runner_results(
+            candidates, [RunnerResult(run_secs=None, error_msg=NOT_MEASURED) for _ in candidates])
+    return entry
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", default=os.environ.get("MS_PRUNER_BENCH_DB", DEFAULT_DB))
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--per-iter", type=int, default=64)
+    parser.add_argument("--strategies", default="stock,pruner")
+    parser.add_argument("--warm-rounds", type=int, default=2)
+    args = parser.parse_args()
+
+    import tvm.s_tir.tensor_intrin  # noqa: F401  (the database's traces name the wmma intrinsics)
+
+    from ms_pruner.builder import default_max_workers
+    from ms_pruner.cost_model.evaluate import load_measured
+
+    records, schedules, latency = load_measured(args.db)
+    threads = default_max_workers()
+    rounds = []
+    for strategy in args.strategies.split(","):
+        for warm in (False, True):
+            entry = search_rounds(strategy, records, schedules, latency, warm, args.seed, threads, args.per_iter,
+                                  args.warm_rounds)
+            searched = ", ".join(f"{r['search_s']:.1f} s ({r['candidates']})" for r in entry["rounds"])
+            print(f"{strategy:6s} {entry['state']}: search per round {searched}; "
+                  f"model update {entry['update_s']:.1f} s on {entry['records']} records", flush=True)
+            rounds.append(entry)
+    payload = {"command": command_line(), "machine": machine(), "threads": threads, "db": os.path.normpath(args.db),
+               "per_iter": args.per_iter, "runs": rounds}
+    if args.out:
+        write_json(args.out, payload)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
