@@ -6,6 +6,11 @@ import platform
 import subprocess
 import sys
 
+# The real H100 databases (../shared/data next to the project; CI and tests honour the same variable).
+SHARED_DATA = os.environ.get("MS_PRUNER_SHARED_DATA",
+                             os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"))
+H100_MM4096 = os.path.join(SHARED_DATA, "h100", "mm4096_f16f32_stock_evolutionary")
+
 
 def machine() -> dict:
     import psutil

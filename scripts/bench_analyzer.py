@@ -10,9 +10,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import command_line, machine, write_json  # noqa: E402
-
-SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
+from _common import H100_MM4096, command_line, machine, write_json  # noqa: E402
 
 
 def main() -> None:
@@ -57,7 +55,7 @@ def main() -> None:
         },
         "databases": {},
     }
-    databases = args.db or [os.path.join(SHARED, "h100", "mm4096_f16f32_stock_evolutionary")]
+    databases = args.db or [H100_MM4096]
     for path in databases:
         if not os.path.isdir(path):
             continue

@@ -14,10 +14,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import command_line, machine, write_json  # noqa: E402
-
-SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
-DB = os.path.join(SHARED, "h100", "mm4096_f16f32_stock_evolutionary")
+from _common import H100_MM4096 as DB, command_line, machine, write_json  # noqa: E402
 
 
 def evaluate(models, seeds):

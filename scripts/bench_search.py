@@ -21,10 +21,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import command_line, machine, write_json  # noqa: E402
+from _common import H100_MM4096, command_line, machine, write_json  # noqa: E402
 
-DEFAULT_DB = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "h100",
-                          "mm4096_f16f32_stock_evolutionary")
 
 
 def _context(mod, target, strategy_obj, seed: int, threads: int):
@@ -40,11 +38,10 @@ NOT_MEASURED = "not measured (search-overhead benchmark)"
 def search_rounds(strategy: str, records, schedules, latency, warm: bool, seed: int, threads: int, per_iter: int,
                   rounds: int):
     from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
     from tvm.s_tir.meta_schedule.runner import RunnerResult
-    from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
 
     from ms_pruner.tuning.driver import search_components
+    from ms_pruner.tuning.records import measured_batch
 
     mod, target = records[0].workload.mod, records[0].target
     strategy_obj, model = search_components(strategy, target, seed=seed)
@@ -60,8 +57,7 @@ def search_rounds(strategy: str, records, schedules, latency, warm: bool, seed: 
         for record in records:
             database.commit_tuning_record(ms.database.TuningRecord(record.trace, workload, record.run_secs,
                                                                    record.target, record.args_info))
-        candidates = [MeasureCandidate(s, ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in schedules]
-        results = [RunnerResult(run_secs=[float(lat)] if lat < 1e9 else [1e10], error_msg=None) for lat in latency]
+        candidates, results = measured_batch(schedules, latency)
         start = time.perf_counter()
         model.update(context, candidates, results)
         entry["update_s"] = time.perf_counter() - start
@@ -87,7 +83,7 @@ def search_rounds(strategy: str, records, schedules, latency, warm: bool, seed: 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", default=os.environ.get("MS_PRUNER_BENCH_DB", DEFAULT_DB))
+    parser.add_argument("--db", default=H100_MM4096)
     parser.add_argument("--out", default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--per-iter", type=int, default=64)

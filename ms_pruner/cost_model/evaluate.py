@@ -67,17 +67,14 @@ def _evaluate_xgb(records, schedules, latency, n_train: int, seed: int, warmup: 
     """MetaSchedule's XGBModel on its own features. Stock settings (``warmup=100``) answer random
     scores until 100 records are in; ``xgb-trained`` (warmup 0) shows what its features can do."""
     from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
     from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig
-    from tvm.s_tir.meta_schedule.runner import RunnerResult
-    from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
+
+    from ..tuning.records import measured_batch
 
     np.random.seed(seed)  # the warm-up answers come from numpy's global generator
     model = ms.cost_model.XGBModel(config=XGBConfig(seed=seed), num_warmup_samples=warmup)
     context = ms.TuneContext(mod=records[0].workload.mod, target=records[0].target, num_threads=1)
-    candidates = [MeasureCandidate(s, ArgInfo.from_entry_func(s.mod, remove_preproc=True)) for s in schedules]
-    results = [RunnerResult(run_secs=[float(lat)] if math.isfinite(lat) else [1e10], error_msg=None)
-               for lat in latency]
+    candidates, results = measured_batch(schedules, latency)
     start = time.perf_counter()
     model.update(context, candidates[:n_train], results[:n_train])
     train_s = time.perf_counter() - start

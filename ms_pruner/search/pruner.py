@@ -23,6 +23,8 @@ from typing import List, Optional
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
+from ..tuning.records import measure_candidate
+
 DEFAULTS = dict(
     population=512,
     draft_size=256,
@@ -180,7 +182,7 @@ class PrunerSearch(PySearchStrategy):
             return None
         for sch in picks:
             self.measured.add(self._key(sch.mod))
-        return [_measure_candidate(sch) for sch in picks]
+        return [measure_candidate(sch) for sch in picks]
 
     def _population(self):
         """(schedules entering the draft, how many of them were carried over from last round)."""
@@ -245,7 +247,7 @@ class PrunerSearch(PySearchStrategy):
             return []
         if self.cost_model is None:
             return list(schedules)
-        scores = self.cost_model.predict(self.context, [_measure_candidate(s) for s in schedules])
+        scores = self.cost_model.predict(self.context, [measure_candidate(s) for s in schedules])
         order = sorted(range(len(schedules)), key=lambda i: -float(scores[i]))
         return [schedules[i] for i in order]
 
@@ -270,9 +272,3 @@ def _mean(run_secs) -> float:
     values = [float(x) for x in run_secs] if run_secs else []
     return sum(values) / len(values) if values else float("inf")
 
-
-def _measure_candidate(sch):
-    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
-    from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
-
-    return MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))

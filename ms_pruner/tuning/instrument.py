@@ -21,8 +21,7 @@ from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 from tvm.s_tir.meta_schedule.runner import PyRunner
 
 from .interrupt import check_stop
-
-FAILED_RUN_SECONDS = 1e9  # MetaSchedule stores failures as 1e10 s
+from .records import FAILED_RUN_SECONDS
 
 
 @dataclasses.dataclass

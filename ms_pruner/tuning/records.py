@@ -13,6 +13,27 @@ RECORD_FILE = "database_tuning_record.json"
 FAILED_RUN_SECONDS = 1e9
 
 
+def measure_candidate(sch):
+    """The MeasureCandidate MetaSchedule hands cost models for a post-processed schedule."""
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
+
+    return MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+
+
+def measured_batch(schedules, latency):
+    """(candidates, runner results) for schedules with known latencies, as a cost model's ``update``
+    receives them; a non-finite latency is a failed run, stored the way MetaSchedule stores it (1e10 s)."""
+    import math
+
+    from tvm.s_tir.meta_schedule.runner import RunnerResult
+
+    candidates = [measure_candidate(s) for s in schedules]
+    results = [RunnerResult(run_secs=[float(lat)] if math.isfinite(lat) else [1e10], error_msg=None)
+               for lat in latency]
+    return candidates, results
+
+
 def database_paths(path: str):
     """(workload file, record file) for a work dir or database dir."""
     return os.path.join(path, WORKLOAD_FILE), os.path.join(path, RECORD_FILE)
