@@ -2,7 +2,7 @@
 
 A KeyboardInterrupt raised at an arbitrary point of ``ms.tune_tir`` may land in a C++ frame or a
 builder/runner thread, where TVM 0.27 calls ``std::terminate`` (measured: a SIGINT one second
-after the first round died with SIGSEGV in 2 of 2 tries). So the first SIGINT only sets a flag;
+after the first round died with SIGSEGV in 2 of 2 manual tries on llvm). So the first SIGINT only sets a flag;
 the timed builder/runner and the progress callback, which MetaSchedule calls from the main thread
 between phases (before a build, before a run, after the database took a measured batch), check it
 and raise from there.
