@@ -56,6 +56,10 @@ models() {
         conv-stock) compare "$CONV" stock ;;
         conv-pruner) compare "$CONV" pruner ;;
         builder-stock)
+            # The stock builder compiles CUDA with TVM's callback, NVRTC by default, which needs the
+            # cuda-bindings package (docs/builder.md); without it use TVM's documented nvcc mode.
+            python3 -c "import cuda.bindings.nvrtc" 2>/dev/null || export TVM_CUDA_COMPILE_MODE=nvcc
+            echo "stock builder compiles CUDA with ${TVM_CUDA_COMPILE_MODE:-nvrtc}"
             ms tune "$MM" --target "$TARGET" --strategy stock --builder stock --trials 64 --seed 0 \
                 --work-dir "$KEEP/builder_stock" --no-progress
             python3 -m ms_pruner show --work-dir "$KEEP/builder_stock" > "$KEEP/builder_stock.txt" ;;

@@ -2,7 +2,8 @@
 
 ``make_builder("pruner")`` fixes three measured problems of the stock LocalBuilder on TVM 0.27:
 fp16->fp32 tensor-core candidates failing to lower, ~23 s of ``tensor_intrin`` import in every
-fresh worker, and CUDA compiled lazily inside the one-GPU runner. ``make_builder("stock")`` is
+fresh worker, and CUDA compiled by NVRTC (missing ``cuda-bindings`` fails every build on a GPU
+machine) or lazily inside the one-GPU runner (``cuda_compile``). ``make_builder("stock")`` is
 MetaSchedule's own builder, kept for side-by-side comparisons.
 """
 
@@ -12,6 +13,7 @@ import os
 from typing import Optional
 
 from .cuda_binary import compile_cuda_to_cubin, device_module_formats, replace_cuda_sources
+from .cuda_compile import compile_with_nvcc, cuda_compile_scope, cuda_runtime_loaded, use_nvcc_for_cuda
 from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, export_candidate,
                      lower_candidate)
 
@@ -65,6 +67,9 @@ __all__ = [
     "build_candidate",
     "build_pass_config",
     "compile_cuda_to_cubin",
+    "compile_with_nvcc",
+    "cuda_compile_scope",
+    "cuda_runtime_loaded",
     "default_max_workers",
     "device_module_formats",
     "export_candidate",
@@ -72,4 +77,5 @@ __all__ = [
     "make_builder",
     "make_runner",
     "replace_cuda_sources",
+    "use_nvcc_for_cuda",
 ]

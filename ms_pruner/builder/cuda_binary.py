@@ -1,10 +1,11 @@
 """Ship compiled CUDA (cubin) inside a build artifact instead of CUDA source.
 
-TVM 0.27's CUDA codegen, in a build without the CUDA runtime linked, leaves the device module as
-source (format ``cuda``); the *runner* then compiles it when it loads the module, serialised inside
-the single GPU runner process. We compile in the (parallel) builder instead and rewrite the
-serialised device module so its format is ``cubin`` and its payload the binary; the CUDA runtime
-then only calls ``cuModuleLoadData``.
+TVM 0.27's CUDA codegen, in a process without TVM's CUDA runtime (no GPU driver), leaves the
+device module as source (format ``cuda``); the *runner* would compile it when it loads the module,
+serialised inside the single GPU runner process. We compile in the (parallel) builder instead and
+rewrite the serialised device module so its format is ``cubin`` and its payload the binary; the
+CUDA runtime then only calls ``cuModuleLoadData``. (With the runtime loaded, codegen compiles by
+itself and this rewrite is not needed: ``cuda_compile``.)
 
 Serialised layout (dmlc streams, little endian, strings are u64 length + bytes): the packed import
 blob starts with a u64 payload size; a CUDA module inside it is the kind string ``cuda``, a u64
@@ -28,10 +29,10 @@ def _string(value: bytes) -> bytes:
 
 def compile_cuda_to_cubin(source: str, target) -> bytes:
     """Compile CUDA C source for ``target.arch`` with nvcc (TVM's own nvcc flags)."""
-    from tvm.support import nvcc
+    from .cuda_compile import compile_with_nvcc
 
     with target:
-        return bytes(nvcc.compile_cuda(source, target_format="cubin", compiler="nvcc"))
+        return compile_with_nvcc(source)
 
 
 @dataclasses.dataclass

@@ -13,7 +13,7 @@ import os
 import tempfile
 from typing import Dict, Optional
 
-# Environment switch read in the worker: "0" keeps CUDA as source (compiled by the runner at load).
+# Environment switch read in the worker: "0" leaves CUDA compilation to TVM (see build_candidate).
 COMPILE_DEVICE_CODE_ENV = "MS_PRUNER_COMPILE_DEVICE_CODE"
 
 
@@ -30,13 +30,21 @@ def build_pass_config(target) -> Dict[str, object]:
     return {}
 
 
-def lower_candidate(mod, target):
-    """Lower and code-generate one scheduled IRModule (no device compilation)."""
+def lower_candidate(mod, target, use_nvcc: bool = True):
+    """Lower and code-generate one scheduled IRModule.
+
+    Where TVM's CUDA runtime is loaded (a GPU machine) code generation also compiles the CUDA
+    source, with nvcc for the target's arch (``cuda_compile``), or with TVM's own compiler when
+    ``use_nvcc`` is False; elsewhere the device code stays source.
+    """
     import tvm
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
+    from .cuda_compile import cuda_compile_scope
+
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-    with tvm.transform.PassContext(opt_level=3, config=build_pass_config(target)):
+    with tvm.transform.PassContext(opt_level=3, config=build_pass_config(target)), \
+            cuda_compile_scope(target, use_nvcc):
         return tvm.compile(mod, target=target)
 
 
@@ -53,10 +61,19 @@ def _cuda_sources(executable):
 
 
 def build_candidate(mod, target, _params: Optional[dict]) -> BuiltCandidate:
-    """LocalBuilder ``f_build``: lower with the fixes above and, for CUDA, compile to cubin."""
-    executable = lower_candidate(mod, target)
+    """LocalBuilder ``f_build``: lower with the fixes above and, for CUDA, compile to cubin.
+
+    On a GPU machine code generation has compiled the device code already (``lower_candidate``);
+    without TVM's CUDA runtime it is source, compiled here and packed by ``export_candidate``.
+    With ``MS_PRUNER_COMPILE_DEVICE_CODE=0`` TVM compiles on a GPU machine (NVRTC by default) and
+    the artifact keeps the source elsewhere (compiled by the runner at load).
+    """
+    from .cuda_compile import cuda_runtime_loaded
+
+    ours = os.environ.get(COMPILE_DEVICE_CODE_ENV, "1") != "0"
+    executable = lower_candidate(mod, target, use_nvcc=ours)
     binaries: Dict[str, bytes] = {}
-    if target.kind.name == "cuda" and os.environ.get(COMPILE_DEVICE_CODE_ENV, "1") != "0":
+    if target.kind.name == "cuda" and ours and not cuda_runtime_loaded():
         from .cuda_binary import compile_cuda_to_cubin
 
         for device_module in _cuda_sources(executable):

@@ -73,6 +73,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     """Tune every task of a Relax module with ``strategy`` and compile it with the results."""
     from tvm.s_tir import meta_schedule as ms
 
+    from ..builder import cuda_compile_scope
     from ..tuning.driver import instrumented_session, search_components
     from ..tuning.records import open_database
 
@@ -102,7 +103,8 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
             seed=seed,
             **measure,
         )
-    executable = ms.relax_integration.compile_relax(database, mod, target, params=params)
+    with cuda_compile_scope(target):  # on a GPU machine codegen compiles CUDA here: nvcc, not NVRTC
+        executable = ms.relax_integration.compile_relax(database, mod, target, params=params)
     return RelaxTuneResult(
         executable=executable,
         database=database,
