@@ -4,6 +4,8 @@ import pytest
 
 from conftest import needs_nvcc
 from ms_pruner.builder import (
+    cuda_compile_scope,
+    cuda_runtime_loaded,
     device_module_formats,
     lower_candidate,
     make_builder,
@@ -44,7 +46,8 @@ def test_every_sampled_candidate_lowers(candidates, gpu):
         except Exception as err:  # pylint: disable=broad-except
             errors.append(str(err).splitlines()[-1])
         try:
-            default_build(sch.mod, target, None)
+            with cuda_compile_scope(target):  # where TVM's CUDA runtime loads, codegen compiles: not NVRTC
+                default_build(sch.mod, target, None)
         except Exception as err:  # pylint: disable=broad-except
             assert "tvm_access_ptr element type must match" in str(err)
             stock_failures += 1
@@ -66,13 +69,16 @@ def test_artifact_holds_compiled_device_code(candidates):
     assert [r.error_msg for r in ours] == [None, None]
     for result in ours:
         assert device_module_formats(str(result.artifact_path)) == ["cubin"]
-    source_only = _build(make_builder("pruner", max_workers=1, compile_device_code=False), target, schedules[:1])
-    assert device_module_formats(str(source_only[0].artifact_path)) == ["cuda"]
+    if not cuda_runtime_loaded():  # without TVM's CUDA runtime, leaving it to TVM keeps the source
+        source_only = _build(make_builder("pruner", max_workers=1, compile_device_code=False), target, schedules[:1])
+        assert device_module_formats(str(source_only[0].artifact_path)) == ["cuda"]
 
 
 def test_blob_rewrite_keeps_the_function_table(candidates):
     from tvm.runtime import _ffi_api
 
+    if cuda_runtime_loaded():
+        pytest.skip("TVM's CUDA runtime is loaded: codegen compiles, no source module to rewrite")
     target, schedules = candidates["a100"]
     module = lower_candidate(schedules[0].mod, target).mod
     blob = bytes(_ffi_api.ModulePackImportsToTensor(module).numpy())

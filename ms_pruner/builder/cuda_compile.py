@@ -45,7 +45,7 @@ def use_nvcc_for_cuda() -> bool:
     """Make :func:`compile_with_nvcc` TVM's CUDA compile callback; False when the user picked one.
 
     ``TVM_CUDA_COMPILE_MODE`` set (``nvrtc`` with cuda-bindings installed, or ``nvcc``) leaves
-    TVM's own callback in place.
+    TVM's own callback in place. Prefer :func:`cuda_compile_scope`, which puts the previous one back.
     """
     if os.environ.get(COMPILE_MODE_ENV):
         return False
@@ -56,12 +56,25 @@ def use_nvcc_for_cuda() -> bool:
     return True
 
 
+@contextlib.contextmanager
 def cuda_compile_scope(target, use_nvcc: bool = True):
     """Context for ``tvm.compile``/``compile_relax``: for a CUDA target, the target as
-    ``Target.current()`` (the arch the callback compiles for) and, with ``use_nvcc``, our callback;
-    a no-op for other targets."""
+    ``Target.current()`` (the arch the callback compiles for) and, with ``use_nvcc``, our callback,
+    with whatever callback was registered before put back on exit; a no-op for other targets."""
     if target.kind.name != "cuda":
-        return contextlib.nullcontext()
-    if use_nvcc:
-        use_nvcc_for_cuda()
-    return target
+        yield
+        return
+    import tvm_ffi
+    from tvm.support import nvcc  # noqa: F401  (TVM's callback, registered on import, is the one to restore)
+
+    previous = tvm_ffi.get_global_func(CALLBACK_NAME, allow_missing=True)
+    installed = use_nvcc and use_nvcc_for_cuda()
+    try:
+        with target:
+            yield
+    finally:
+        if installed:
+            if previous is not None:
+                tvm_ffi.register_global_func(CALLBACK_NAME, previous, override=True)
+            else:
+                tvm_ffi.remove_global_func(CALLBACK_NAME)
