@@ -6,6 +6,7 @@
 # step copies the small files of all steps so far to $OUT, so the latest call's files are the
 # whole picture. After staging (DEVELOPERS.md), call on the device, one step per call:
 #
+#   bash scripts/gpu_session.sh smoke             # 16 trials of a 1024^3 fp16 matmul: does it all work here?
 #   bash scripts/gpu_session.sh matmul-stock      # issue 5: stock MS, 256 trials, our builder
 #   bash scripts/gpu_session.sh matmul-pruner     # issue 5: Pruner, same budget -> compare.{json,md,png}
 #   bash scripts/gpu_session.sh builder-stock     # issue 2: stock builder, 64 trials (ours = matmul-stock)
@@ -50,7 +51,15 @@ models() {
 {
     echo "== $step $(date -u +%FT%TZ)"
     nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader || true
+    echo "nvcc: $(nvcc --version 2>/dev/null | tail -1); cuda-bindings: $(python3 -c 'import cuda.bindings; print("yes")' 2>/dev/null || echo no)"
     case "$step" in
+        smoke)
+            # One small Pruner run through builder, runner and search on the GPU (~1-2 min): a broken
+            # build or load shows here, not after eight minutes of matmul-stock.
+            ms tune "${SMOKE:-matmul:1024x1024x1024:float16:float32}" --target "$TARGET" --trials 16 --per-iter 16 \
+                --seed 0 --work-dir "$KEEP/smoke" --no-progress
+            python3 -m ms_pruner show --work-dir "$KEEP/smoke" | tee "$KEEP/smoke.txt"
+            grep -q "valid); best" "$KEEP/smoke.txt" || echo "== SMOKE FAILED: no valid measurement; read $KEEP/smoke/logs before spending more device time" ;;
         matmul-stock) compare "$MM" stock ;;
         matmul-pruner) compare "$MM" pruner ;;
         conv-stock) compare "$CONV" stock ;;
