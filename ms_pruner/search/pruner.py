@@ -23,7 +23,7 @@ from typing import List, Optional
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
-from ..tuning.records import measure_candidate
+from ..tuning.records import mean_latency, measure_candidate
 
 DEFAULTS = dict(
     population=512,
@@ -121,7 +121,7 @@ class PrunerSearch(PySearchStrategy):
                               cost_model=self.psa)
         workload = self.database.commit_workload(self.context.mod)
         for record in self.database.get_top_k(workload, 1 << 30):
-            self._note_measured(record.trace, _mean(record.run_secs))
+            self._note_measured(record.trace, mean_latency(record))
 
     def post_tuning(self) -> None:
         self.inner.post_tuning()
@@ -132,7 +132,7 @@ class PrunerSearch(PySearchStrategy):
     def notify_runner_results(self, measure_candidates, results) -> None:
         self.trials += len(results)
         for candidate, result in zip(measure_candidates, results):
-            latency = _mean(result.run_secs) if result.error_msg is None else float("inf")
+            latency = mean_latency(result) if result.error_msg is None else float("inf")
             self._note_measured(candidate.sch.trace, latency, candidate.sch.mod)
         if self.own_model is not None:
             self.own_model.update(self.context, measure_candidates, results)
@@ -266,9 +266,3 @@ class PrunerSearch(PySearchStrategy):
         import tvm_ffi
 
         return int(tvm_ffi.structural_hash(mod))
-
-
-def _mean(run_secs) -> float:
-    values = [float(x) for x in run_secs] if run_secs else []
-    return sum(values) / len(values) if values else float("inf")
-

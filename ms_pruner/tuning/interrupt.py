@@ -17,18 +17,17 @@ import sys
 import threading
 
 
+STOPPED = "tuning stopped on request; records measured so far are kept"
+
+
 class _State:
     requested = False
-
-
-def stop_requested() -> bool:
-    return _State.requested
 
 
 def check_stop() -> None:
     """Raise ``KeyboardInterrupt`` here, at a safe point, if a stop was asked for."""
     if _State.requested:
-        raise KeyboardInterrupt("tuning stopped on request; records measured so far are kept")
+        raise KeyboardInterrupt(STOPPED)
 
 
 def _on_sigint(signum, frame):
@@ -51,7 +50,7 @@ def graceful_interrupts():
         yield
     except Exception as err:
         if _State.requested:
-            raise KeyboardInterrupt("tuning stopped on request; records measured so far are kept") from err
+            raise KeyboardInterrupt(STOPPED) from err
         raise
     finally:
         signal.signal(signal.SIGINT, previous)
