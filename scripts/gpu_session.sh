@@ -9,10 +9,10 @@
 #   bash scripts/gpu_session.sh smoke             # 16 trials of a 1024^3 fp16 matmul: does it all work here?
 #   bash scripts/gpu_session.sh matmul-stock      # issue 5: stock MS, 256 trials, our builder
 #   bash scripts/gpu_session.sh matmul-pruner     # issue 5: Pruner, same budget -> compare.{json,md,png}
-#   bash scripts/gpu_session.sh builder-stock     # issue 2: stock builder, 64 trials (ours = matmul-stock)
-#   bash scripts/gpu_session.sh conv-replay       # issue 3: 128 random conv2d candidates + analyze
 #   bash scripts/gpu_session.sh conv-stock        # issue 5: the conv2d layer, stock
 #   bash scripts/gpu_session.sh conv-pruner       # issue 5: the conv2d layer, Pruner
+#   bash scripts/gpu_session.sh builder-stock     # issue 2: stock builder, 64 trials (ours = matmul-stock)
+#   bash scripts/gpu_session.sh conv-replay       # issue 3: 128 random conv2d candidates + analyze
 #   bash scripts/gpu_session.sh models-stock      # issue 6: bert-layer + resnet-block, stock
 #   bash scripts/gpu_session.sh models-pruner     # issue 6: the same with Pruner -> models.md
 #
