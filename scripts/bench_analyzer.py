@@ -1,9 +1,13 @@
 """Analyzer speed (one core) on 4096^3 fp16 tensor-core sketches, and its ranking on real data.
 
     python scripts/bench_analyzer.py --out docs/results/cpu/analyzer.json
+
+Real data: the H100 databases in ../shared (scored as each GPU of --score-as) and the CPU records
+PrunerSearch measured on the 2-core machine (tests/data/cpu_pruner_seed0, the CPU model's case).
 """
 
 import argparse
+import glob
 import os
 import statistics
 import sys
@@ -19,6 +23,8 @@ def main() -> None:
     parser.add_argument("--gpu", default="h100")
     parser.add_argument("--score-as", default="h100,a100", help="GPU specs to score the databases with")
     parser.add_argument("--db", action="append", default=None, help="databases to score (default: ../shared)")
+    parser.add_argument("--cpu-db", action="append", default=None,
+                        help="llvm databases for this machine's CPU model (default: tests/data/cpu_pruner_seed0/*)")
     parser.add_argument("--out", default="docs/results/cpu/analyzer.json")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
@@ -68,8 +74,31 @@ def main() -> None:
                 "records": len(report.records),
                 "us_per_candidate_interleaved_with_replay": report.us_per_candidate,
             }
-    print(result["speed"], result["databases"])
+    result["cpu_databases"] = score_cpu_databases(args.cpu_db or sorted(
+        glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                               "cpu_pruner_seed0", "*", ""))))
+    print(result["speed"], result["databases"], result["cpu_databases"]["mean"])
     write_json(args.out, result)
+
+
+def score_cpu_databases(paths):
+    """Spearman, recall and how many distinct estimates the CPU model gives each llvm database."""
+    from ms_pruner.analysis import evaluate_database
+
+    scored = {}
+    for path in paths:
+        report = evaluate_database(path)
+        predicted = [r.predicted_s for r in report.records if r.predicted_s is not None]
+        scored[os.path.relpath(os.path.normpath(path), os.getcwd())] = {
+            "spearman": report.spearman,
+            "recall_top10_in_top30": report.recall_top10_in_top30,
+            "n_valid": report.n_valid,
+            "distinct_estimates": len(set(predicted)),
+            "us_per_candidate_interleaved_with_replay": report.us_per_candidate,
+        }
+    keys = ("spearman", "recall_top10_in_top30", "distinct_estimates")
+    mean = {k: statistics.mean(v[k] for v in scored.values()) for k in keys} if scored else {}
+    return {"mean": mean, "per_database": scored}
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ the wavefronts a shared access needs (bank conflicts). This is what separates a 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -50,6 +50,11 @@ class WarpAccess:
 
 def _key(node) -> int:
     return node.__chandle__()
+
+
+def _bindings(realize) -> Dict[int, object]:
+    """A block's iteration variables (by handle) -> the loop expressions they are bound to."""
+    return {_key(iv.var): value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
 
 
 class _Compiler:
@@ -124,6 +129,33 @@ def predicate_ratio(realize, loops, loop_vars, own_start: int) -> float:
     return float(np.count_nonzero(kept)) / size
 
 
+def index_strides(realize, region, loop_vars, loops) -> Tuple[int, ...]:
+    """Per enclosing loop, how far (in elements) one step of it moves a block access; 0 = invariant.
+
+    The region's start is evaluated at every loop's first, second and last value (others at 0).
+    A fused loop that reaches the index only through a floordiv moves it at its last value, not at
+    its second: such a loop gets the average step over its range, so it still counts as moving
+    the access. An index the compiler cannot read moves with every loop (no reuse assumed).
+    """
+    count = len(loops)
+    fn = _Compiler({_key(var): i for i, var in enumerate(loop_vars)}, _bindings(realize)).flat_index(
+        [rng.min for rng in region.region], _shape(region.source))
+    if fn is None:
+        return (1,) * count
+    points = np.zeros((count, 2 * count + 1), dtype=np.int64)
+    for i, loop in enumerate(loops):
+        points[i, 1 + i] = 1
+        points[i, 1 + count + i] = max(0, loop.extent - 1)
+    flat = np.broadcast_to(np.asarray(fn(list(points)), dtype=np.int64), (2 * count + 1,))
+    strides = []
+    for i, loop in enumerate(loops):
+        step = int(flat[1 + i] - flat[0])
+        if step == 0 and loop.extent > 1 and flat[1 + count + i] != flat[0]:
+            step = max(1, int(abs(flat[1 + count + i] - flat[0]) // (loop.extent - 1)))
+        strides.append(step)
+    return tuple(strides)
+
+
 def _find_load(expr):
     """The first buffer load in an expression (through casts and if_then_else)."""
     stack = [expr]
@@ -173,8 +205,7 @@ def warp_access(realize, store, loops, loop_vars, own_start: int,
     if "global" not in scopes:
         return None
     slots = {_key(var): i for i, var in enumerate(loop_vars)}
-    bindings = {_key(iv.var): value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
-    compiler = _Compiler(slots, bindings)
+    compiler = _Compiler(slots, _bindings(realize))
     global_side = (stored, store.indices) if scopes[0] == "global" else (loaded, load.indices)
     other_side = (loaded, load.indices) if scopes[0] == "global" else (stored, store.indices)
     global_fn = compiler.flat_index(global_side[1], _shape(global_side[0]))

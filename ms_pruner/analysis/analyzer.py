@@ -78,7 +78,7 @@ class StaticAnalyzer:
         """(walked programs, Estimate): the walk is returned for callers that reuse it (PaCM)."""
         try:
             funcs = _primfuncs(candidate)
-            programs = [walk_primfunc(func) for func in funcs]
+            programs = [walk_primfunc(func, strides=not self.is_gpu) for func in funcs]
         except Exception as err:  # pylint: disable=broad-except
             return [], Estimate(latency_s=math.inf, valid=False, reason=f"analysis failed: {err}".splitlines()[0])
         if self.check_lowering and self.target is not None:

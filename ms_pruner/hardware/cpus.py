@@ -25,10 +25,6 @@ class CPUSpec:
         lanes = self.simd_bytes // 4
         return self.physical_cores * self.fma_units_per_core * lanes * 2 * self.clock_ghz
 
-    def cache_gbps(self) -> float:
-        """Per-core L1/L2 bandwidth summed over cores: two vector loads per cycle."""
-        return self.physical_cores * 2 * self.simd_bytes * self.clock_ghz
-
 
 def _cpuinfo() -> dict:
     info = {}
