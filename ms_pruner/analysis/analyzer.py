@@ -56,15 +56,17 @@ class StaticAnalyzer:
         self.target = target
 
     @classmethod
-    def for_target(cls, target, gpu: Optional[GPUSpec] = None, **kwargs) -> "StaticAnalyzer":
-        """The analyzer for a MetaSchedule target: its GPU (by arch unless given) or this CPU."""
+    def for_target(cls, target, gpu: Optional[GPUSpec] = None, cpu: Optional[CPUSpec] = None,
+                   **kwargs) -> "StaticAnalyzer":
+        """The analyzer for a MetaSchedule target: its GPU (by arch unless given) or a CPU (this one
+        unless given)."""
         if target.kind.name == "cuda":
             if gpu is None:
                 arch = str(target.attrs.get("arch", "sm_90a"))
                 gpu = next((s for s in _gpus_by_arch() if s.arch == arch), get_gpu_spec("h100"))
             limit = int(target.attrs.get("max_shared_memory_per_block", gpu.smem_per_block_bytes))
             return cls(gpu, max_shared_memory=limit, target=target, **kwargs)
-        return cls(detect_cpu(), target=target, **kwargs)
+        return cls(cpu or detect_cpu(), target=target, **kwargs)
 
     @property
     def is_gpu(self) -> bool:

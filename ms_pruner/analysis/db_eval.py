@@ -68,8 +68,11 @@ def score_estimates(estimates: List[Estimate], measured: List[Optional[float]]) 
     )
 
 
-def evaluate_database(path: str, gpu: Optional[str] = None) -> DatabaseReport:
-    """Replay every record of the database in ``path``, estimate it and score the ranking."""
+def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None) -> DatabaseReport:
+    """Replay every record of the database in ``path``, estimate it and score the ranking.
+
+    ``gpu`` (a name) or ``cpu`` (a CPUSpec) says which machine to describe instead of the target's
+    GPU or this host's CPU: records measured elsewhere are judged against that machine."""
     from ..hardware import get_gpu_spec
     from ..tuning.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
 
@@ -82,7 +85,7 @@ def evaluate_database(path: str, gpu: Optional[str] = None) -> DatabaseReport:
         target_key = str(record.target)
         if target_key not in analyzers:
             spec = get_gpu_spec(gpu) if gpu else None
-            analyzers[target_key] = StaticAnalyzer.for_target(record.target, gpu=spec)
+            analyzers[target_key] = StaticAnalyzer.for_target(record.target, gpu=spec, cpu=cpu)
         mod = replay_record(record).mod  # replaying is not the analyzer's cost
         start = time.perf_counter()
         estimates.append(analyzers[target_key].estimate(mod))
