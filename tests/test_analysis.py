@@ -293,3 +293,26 @@ def test_analyzer_ranks_real_h100_records(capsys, tensor_intrinsics):
     # 5 distinct estimates (Spearman 0.48 within them); imperfect overlap gives 11 (0.63).
     fastest = sorted(report["records"], key=lambda r: r["measured_s"])[:38]
     assert spearman([r["predicted_s"] for r in fastest], [r["measured_s"] for r in fastest]) > 0.5
+
+
+@needs_h100_data
+def test_halving_the_k_tile_of_the_best_h100_schedule_costs_time(tensor_intrinsics):
+    """The measured best's block tile with half the k-tile (twice the main-loop trips) ran at
+    615-1835 us against 474: with two resident blocks a trip's own latency does not hide fully
+    under the other block's work. A plain max of the two once estimated one of them within 0.03%
+    of the best, so a deeper draft chased that family."""
+    from ms_pruner.analysis import replay_record
+    from ms_pruner.tuning.records import mean_latency, records_in_file_order
+
+    analyzer = StaticAnalyzer(H100)
+    rows = []
+    for record in records_in_file_order(H100_MM4096):
+        estimate = analyzer.estimate(replay_record(record).mod)
+        features = estimate.features[0]
+        rows.append((mean_latency(record), estimate.latency_s,
+                     (features.grid, features.threads_per_block, features.acc_fragments_per_warp),
+                     features.main_loop_trips))
+    best = min(rows)
+    halved = [row for row in rows if row[2] == best[2] and row[3] == 2 * best[3]]
+    assert len(halved) >= 3 and all(row[0] > 1.25 * best[0] for row in halved)
+    assert all(row[1] > 1.05 * best[1] for row in halved)

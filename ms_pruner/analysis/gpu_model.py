@@ -173,7 +173,8 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
 
     busy = active * _overlapped(tensor, smem, l2, issue)
     own_path = copy_latency + _overlapped(tensor, smem, l2)
-    trip_cycles = max(busy, own_path)
+    # Resident blocks hide each other's latency imperfectly too (barriers keep their warps in step).
+    trip_cycles = _overlapped(busy, own_path)
     main_s = waves * trips * trip_cycles / clock
 
     dram_s = features.global_buffer_bytes / (spec.dram_gbps * 1e9)

@@ -7,7 +7,9 @@ One round (``generate_measure_candidates``):
    post-processed, so they cost nothing to carry over), and random samples of the design space
    (MetaSchedule's C++ sampler, postprocessors applied) for the rest, fewer after round 0.
 2. **Draft** — MetaSchedule's C++ genetic evolution (its mutators, its postprocessors) with the
-   static analyzer as fitness keeps the ``draft_size`` most promising unmeasured schedules.
+   static analyzer as fitness keeps the ``draft_size`` most promising unmeasured schedules; a cold
+   round (nothing of the workload measured yet) runs ``cold_genetic_iters`` generations, since the
+   analyzer alone then chooses what is measured.
 3. **Verify** — the tuning cost model (PaCM) scores the draft; the batch takes the best of them,
    an ``eps_greedy`` share of random draft members, and (from round ``droplet_after`` on) the
    neighbours of the best measured schedule that the model likes best (Droplet exploitation).
@@ -29,6 +31,7 @@ DEFAULTS = dict(
     population=512,
     draft_size=256,
     genetic_iters=2,
+    cold_genetic_iters=5,
     mutate_prob=0.85,
     init_measured_ratio=0.1,
     eps_greedy=0.1,
@@ -54,7 +57,8 @@ class PrunerSearch(PySearchStrategy):
     """
 
     def __init__(self, population: int = DEFAULTS["population"], draft_size: int = DEFAULTS["draft_size"],
-                 genetic_iters: int = DEFAULTS["genetic_iters"], mutate_prob: float = DEFAULTS["mutate_prob"],
+                 genetic_iters: int = DEFAULTS["genetic_iters"],
+                 cold_genetic_iters: int = DEFAULTS["cold_genetic_iters"], mutate_prob: float = DEFAULTS["mutate_prob"],
                  init_measured_ratio: float = DEFAULTS["init_measured_ratio"],
                  eps_greedy: float = DEFAULTS["eps_greedy"], droplet_after: int = DEFAULTS["droplet_after"],
                  droplet_share: float = DEFAULTS["droplet_share"],
@@ -63,7 +67,8 @@ class PrunerSearch(PySearchStrategy):
                  pretrained: Optional[str] = None, momentum: float = 0.9, timings: Optional[list] = None):
         super().__init__()
         self.params = dict(population=population, draft_size=draft_size, genetic_iters=genetic_iters,
-                           mutate_prob=mutate_prob, init_measured_ratio=init_measured_ratio,
+                           cold_genetic_iters=cold_genetic_iters, mutate_prob=mutate_prob,
+                           init_measured_ratio=init_measured_ratio,
                            eps_greedy=eps_greedy, droplet_after=droplet_after, droplet_share=droplet_share,
                            droplet_neighbours=droplet_neighbours, carry_over=carry_over,
                            fresh_samples=fresh_samples, seed=seed, pretrained=pretrained,
@@ -72,14 +77,13 @@ class PrunerSearch(PySearchStrategy):
         self.rng = random.Random(seed)
         self.context = None
         self.inner = None
+        self.inner_cold = None
         self.space = None
         self.analyzer = None
         self.psa = None
 
     # -- MetaSchedule plumbing ------------------------------------------------------------
     def _initialize_with_tune_context(self, context) -> None:
-        from tvm.s_tir import meta_schedule as ms
-
         from ..analysis import StaticAnalyzer
         from .space import DesignSpace
         from .psa_model import PSACostModel
@@ -88,15 +92,23 @@ class PrunerSearch(PySearchStrategy):
         self.space = DesignSpace(context.mod, context.target, context=context)
         self.analyzer = StaticAnalyzer.for_target(context.target)
         self.psa = PSACostModel(self.analyzer)
-        self.inner = ms.search_strategy.EvolutionarySearch(
+        self.inner = self._evolution(self.params["genetic_iters"])
+        self.inner_cold = self._evolution(self.params["cold_genetic_iters"])
+
+    def _evolution(self, generations: int):
+        """MetaSchedule's evolution, used only for sampling and for evolving with the analyzer."""
+        from tvm.s_tir import meta_schedule as ms
+
+        evolution = ms.search_strategy.EvolutionarySearch(
             population_size=self.params["population"],
             init_measured_ratio=0.0,
             init_min_unmeasured=min(MIN_FRESH_SAMPLES, self.params["population"]),
-            genetic_num_iters=self.params["genetic_iters"],
+            genetic_num_iters=generations,
             genetic_mutate_prob=self.params["mutate_prob"],
             eps_greedy=0.0,
         )
-        self.inner._initialize_with_tune_context(context)  # pylint: disable=protected-access
+        evolution._initialize_with_tune_context(self.context)  # pylint: disable=protected-access
+        return evolution
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None):
         from tvm.s_tir import meta_schedule as ms
@@ -117,14 +129,16 @@ class PrunerSearch(PySearchStrategy):
         self.measured = set()
         self.best = None  # (latency, trace)
         self.carry = []  # unmeasured draft members, best-ranked first
-        self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database=self.database,
-                              cost_model=self.psa)
+        for evolution in (self.inner, self.inner_cold):
+            evolution.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database=self.database,
+                                 cost_model=self.psa)
         workload = self.database.commit_workload(self.context.mod)
         for record in self.database.get_top_k(workload, 1 << 30):
             self._note_measured(record.trace, mean_latency(record))
 
     def post_tuning(self) -> None:
-        self.inner.post_tuning()
+        for evolution in (self.inner, self.inner_cold):
+            evolution.post_tuning()
 
     def clone(self):
         return PrunerSearch(**self.params, timings=self.timings)
@@ -137,7 +151,8 @@ class PrunerSearch(PySearchStrategy):
         if self.own_model is not None:
             self.own_model.update(self.context, measure_candidates, results)
             self.timings[-1]["verifier_records"] = len(self.own_model.core.samples)
-        self.inner.notify_runner_results(measure_candidates, results)
+        for evolution in (self.inner, self.inner_cold):
+            evolution.notify_runner_results(measure_candidates, results)
 
     # -- the round ------------------------------------------------------------------------
     def generate_measure_candidates(self):
@@ -155,8 +170,10 @@ class PrunerSearch(PySearchStrategy):
 
         start = time.perf_counter()
         psa_seconds = self.psa.seconds
+        cold = self.best is None
+        timing["generations"] = self.params["cold_genetic_iters" if cold else "genetic_iters"]
         draft = list(ms._ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel(  # pylint: disable=protected-access
-            self.inner, population, self.params["draft_size"]))
+            self.inner_cold if cold else self.inner, population, self.params["draft_size"]))
         draft = [s for s in draft if self._key(s.mod) not in self.measured]
         timing["draft_s"] = time.perf_counter() - start
         timing["draft_analyzer_s"] = self.psa.seconds - psa_seconds
