@@ -1,0 +1,99 @@
+"""What round 0 of PrunerSearch would measure on the H100 matmul, by the analyzer's estimate, no GPU.
+
+    python scripts/bench_cold_round.py --out docs/results/cpu/cold_round.json
+
+Round 0 has no measurements: the analyzer alone chooses its picks (an untrained PaCM ranks as the
+analyzer does). For ``matmul 4096^3 fp16->fp32`` on ``nvidia/nvidia-h100`` (the workload of the
+real H100 database) this generates one cold round per number of draft generations and reports the
+analyzer's estimates of the 64 picks, their block-tile families (grid, threads, accumulator
+fragments per warp, main-loop trips), and, for scale, the estimate of the database's measured best
+schedule and the families the database measured. Estimates are not measurements: this shows
+where the draft goes, not how fast that is.
+"""
+
+import argparse
+import collections
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import H100_MM4096, command_line, machine, write_json  # noqa: E402
+
+
+def _family(estimate) -> str:
+    f = estimate.features[0]
+    return f"grid {int(f.grid)} x {int(f.threads_per_block)} thr, {int(f.acc_fragments_per_warp)} acc frags, " \
+           f"{int(f.main_loop_trips)} trips"
+
+
+def cold_round(mod, target, generations: int, seed: int, threads: int, per_iter: int, analyzer) -> dict:
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.cost_model import PaCM
+    from ms_pruner.search import PrunerSearch
+
+    strategy = PrunerSearch(cold_genetic_iters=generations, seed=seed)
+    context = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy,
+                             task_name="main", rand_state=seed, num_threads=threads).clone()
+    context.pre_tuning(max_trials=4 * per_iter, num_trials_per_iter=per_iter,
+                       design_spaces=context.generate_design_space(), database=ms.database.MemoryDatabase(),
+                       cost_model=PaCM(seed=seed))
+    start = time.perf_counter()
+    picks = context.search_strategy.generate_measure_candidates()
+    seconds = time.perf_counter() - start
+    estimates = [analyzer.estimate(c.sch) for c in picks]
+    families = collections.Counter(_family(e) for e in estimates)
+    return {"generations": generations, "seed": seed, "search_s": seconds, "split": strategy.timings[-1],
+            "picks_estimate_us": sorted(e.latency_s * 1e6 for e in estimates), "families": dict(families)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", default=H100_MM4096)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--generations", default="2,5")
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--per-iter", type=int, default=64)
+    args = parser.parse_args()
+
+    import numpy as np
+    import tvm.s_tir.tensor_intrin  # noqa: F401  (the database's traces name the wmma intrinsics)
+
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.builder import default_max_workers
+    from ms_pruner.cost_model.evaluate import load_measured
+
+    records, schedules, latency = load_measured(args.db)
+    mod, target = records[0].workload.mod, records[0].target
+    analyzer = StaticAnalyzer.for_target(target)
+    measured = [(lat, analyzer.estimate(s)) for lat, s in zip(latency, schedules)]
+    best_latency, best_estimate = min(measured, key=lambda m: m[0])
+    measured_families = collections.defaultdict(list)
+    for lat, est in measured:
+        measured_families[_family(est)].append(lat * 1e6)
+    reference = {"best_measured_us": best_latency * 1e6, "best_estimate_us": best_estimate.latency_s * 1e6,
+                 "best_family": _family(best_estimate),
+                 "measured_families": {k: {"records": len(v), "min_us": min(v), "median_us": float(np.median(v))}
+                                       for k, v in measured_families.items()}}
+    print(f"database best {reference['best_measured_us']:.1f} us measured, {reference['best_estimate_us']:.1f} us "
+          f"estimated ({reference['best_family']})")
+    runs = []
+    for seed in (int(s) for s in args.seeds.split(",")):
+        for generations in (int(g) for g in args.generations.split(",")):
+            run = cold_round(mod, target, generations, seed, default_max_workers(), args.per_iter, analyzer)
+            picks = np.array(run["picks_estimate_us"])
+            run["picks_below_best_estimate"] = int((picks < reference["best_estimate_us"]).sum())
+            run["picks_in_best_family"] = run["families"].get(reference["best_family"], 0)
+            print(f"seed {seed}, {generations} generations: {run['search_s']:.1f} s; pick estimates min "
+                  f"{picks.min():.1f}, median {np.median(picks):.1f} us; {run['picks_below_best_estimate']} below the "
+                  f"measured best's estimate; {run['picks_in_best_family']} in its family", flush=True)
+            runs.append(run)
+    if args.out:
+        write_json(args.out, {"command": command_line(), "machine": machine(), "db": os.path.normpath(args.db),
+                              "reference": reference, "runs": runs})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
