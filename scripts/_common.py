@@ -41,3 +41,11 @@ def write_json(path: str, payload: dict) -> None:
 
 def command_line() -> str:
     return "python " + " ".join(sys.argv)
+
+
+def tune_context(mod, target, strategy, seed: int, threads: int):
+    """A TuneContext as ``ms.tune_tir`` builds one per task (post-order-apply space, task "main")."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy,
+                          task_name="main", rand_state=seed, num_threads=threads).clone()

@@ -18,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import H100_MM4096, command_line, machine, write_json  # noqa: E402
+from _common import H100_MM4096, command_line, machine, tune_context, write_json  # noqa: E402
 
 
 def _family(estimate) -> str:
@@ -34,8 +34,7 @@ def cold_round(mod, target, generations: int, seed: int, threads: int, per_iter:
     from ms_pruner.search import PrunerSearch
 
     strategy = PrunerSearch(cold_genetic_iters=generations, seed=seed)
-    context = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy,
-                             task_name="main", rand_state=seed, num_threads=threads).clone()
+    context = tune_context(mod, target, strategy, seed, threads)
     context.pre_tuning(max_trials=4 * per_iter, num_trials_per_iter=per_iter,
                        design_spaces=context.generate_design_space(), database=ms.database.MemoryDatabase(),
                        cost_model=PaCM(seed=seed))

@@ -21,15 +21,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import H100_MM4096, command_line, machine, write_json  # noqa: E402
+from _common import H100_MM4096, command_line, machine, tune_context, write_json  # noqa: E402
 
-
-
-def _context(mod, target, strategy_obj, seed: int, threads: int):
-    from tvm.s_tir import meta_schedule as ms
-
-    return ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy_obj,
-                          task_name="main", rand_state=seed, num_threads=threads).clone()
 
 
 NOT_MEASURED = "not measured (search-overhead benchmark)"
@@ -49,7 +42,7 @@ def search_rounds(strategy: str, records, schedules, latency, warm: bool, seed: 
         strategy_obj = ms.SearchStrategy.create(strategy_obj)
     if isinstance(model, str):
         model = ms.CostModel.create(model, num_tuning_cores=threads)
-    context = _context(mod, target, strategy_obj, seed, threads)
+    context = tune_context(mod, target, strategy_obj, seed, threads)
     database = ms.database.MemoryDatabase()
     entry = {"strategy": strategy, "state": "warm" if warm else "cold", "records": 0, "update_s": 0.0}
     if warm:

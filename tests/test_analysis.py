@@ -301,15 +301,15 @@ def test_halving_the_k_tile_of_the_best_h100_schedule_costs_time(tensor_intrinsi
     615-1835 us against 474: with two resident blocks a trip's own latency does not hide fully
     under the other block's work. A plain max of the two once estimated one of them within 0.03%
     of the best, so a deeper draft chased that family."""
-    from ms_pruner.analysis import replay_record
-    from ms_pruner.tuning.records import mean_latency, records_in_file_order
+    from ms_pruner.cost_model.evaluate import load_measured
 
     analyzer = StaticAnalyzer(H100)
     rows = []
-    for record in records_in_file_order(H100_MM4096):
-        estimate = analyzer.estimate(replay_record(record).mod)
+    _, schedules, latency = load_measured(H100_MM4096)
+    for schedule, measured in zip(schedules, latency):
+        estimate = analyzer.estimate(schedule)
         features = estimate.features[0]
-        rows.append((mean_latency(record), estimate.latency_s,
+        rows.append((float(measured), estimate.latency_s,
                      (features.grid, features.threads_per_block, features.acc_fragments_per_warp),
                      features.main_loop_trips))
     best = min(rows)
