@@ -1,13 +1,14 @@
 """What round 0 of PrunerSearch would measure on the H100 matmul, by the analyzer's estimate, no GPU.
 
-    python scripts/bench_cold_round.py --out docs/results/cpu/cold_round.json
+    python scripts/bench_cold_round.py --seeds 0,1,2 --drafts 5x512,3x384^8 --out cold_round.json
 
 Round 0 has no measurements: the analyzer alone chooses its picks (an untrained PaCM ranks as the
 analyzer does). For ``matmul 4096^3 fp16->fp32`` on ``nvidia/nvidia-h100`` (the workload of the
-real H100 database) this generates one cold round per number of draft generations and reports the
-analyzer's estimates of the 64 picks, their block-tile families (grid, threads, accumulator
-fragments per warp, main-loop trips), and, for scale, the estimate of the database's measured best
-schedule and the families the database measured. Estimates are not measurements: this shows
+real H100 database) this generates one cold round per draft configuration (generations x
+population, parent selection power) and reports the analyzer's estimates of the 64 picks, their
+block-tile families (grid, threads, accumulator fragments per warp, main-loop trips), and, for
+scale, the estimate of the database's measured best schedule and the families the database
+measured. Estimates are not measurements: this shows
 where the draft goes, not how fast that is.
 """
 
@@ -27,13 +28,22 @@ def _family(estimate) -> str:
            f"{int(f.main_loop_trips)} trips"
 
 
-def cold_round(mod, target, generations: int, seed: int, threads: int, per_iter: int, analyzer) -> dict:
+def _draft(spec: str):
+    """``5x512^4`` -> (5 generations, population 512, selection power 4.0); the power defaults to 1."""
+    sizes, _, power = spec.partition("^")
+    generations, population = (int(n) for n in sizes.split("x"))
+    return generations, population, float(power or 1.0)
+
+
+def cold_round(mod, target, generations: int, population: int, power: float, seed: int, threads: int,
+               per_iter: int, analyzer) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
     from ms_pruner.cost_model import PaCM
     from ms_pruner.search import PrunerSearch
 
-    strategy = PrunerSearch(cold_genetic_iters=generations, seed=seed)
+    strategy = PrunerSearch(cold_genetic_iters=generations, cold_population=population, cold_selection_power=power,
+                            seed=seed)
     context = tune_context(mod, target, strategy, seed, threads)
     context.pre_tuning(max_trials=4 * per_iter, num_trials_per_iter=per_iter,
                        design_spaces=context.generate_design_space(), database=ms.database.MemoryDatabase(),
@@ -43,7 +53,8 @@ def cold_round(mod, target, generations: int, seed: int, threads: int, per_iter:
     seconds = time.perf_counter() - start
     estimates = [analyzer.estimate(c.sch) for c in picks]
     families = collections.Counter(_family(e) for e in estimates)
-    return {"generations": generations, "seed": seed, "search_s": seconds, "split": strategy.timings[-1],
+    return {"generations": generations, "population": population, "selection_power": power, "seed": seed,
+            "search_s": seconds, "split": strategy.timings[-1],
             "picks_estimate_us": sorted(e.latency_s * 1e6 for e in estimates), "families": dict(families)}
 
 
@@ -51,7 +62,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default=H100_MM4096)
     parser.add_argument("--out", default=None)
-    parser.add_argument("--generations", default="2,5")
+    parser.add_argument("--drafts", default="2x512,5x512",
+                        help="cold-round drafts to compare, GENERATIONSxPOPULATION[^SELECTION_POWER], comma-separated")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--per-iter", type=int, default=64)
     args = parser.parse_args()
@@ -79,12 +91,14 @@ def main() -> int:
           f"estimated ({reference['best_family']})")
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):
-        for generations in (int(g) for g in args.generations.split(",")):
-            run = cold_round(mod, target, generations, seed, default_max_workers(), args.per_iter, analyzer)
+        for generations, population, power in map(_draft, args.drafts.split(",")):
+            run = cold_round(mod, target, generations, population, power, seed, default_max_workers(), args.per_iter,
+                             analyzer)
             picks = np.array(run["picks_estimate_us"])
             run["picks_below_best_estimate"] = int((picks < reference["best_estimate_us"]).sum())
             run["picks_in_best_family"] = run["families"].get(reference["best_family"], 0)
-            print(f"seed {seed}, {generations} generations: {run['search_s']:.1f} s; pick estimates min "
+            print(f"seed {seed}, {generations} generations of {population}, selection power {power:g}: "
+                  f"{run['search_s']:.1f} s; pick estimates min "
                   f"{picks.min():.1f}, median {np.median(picks):.1f} us; {run['picks_below_best_estimate']} below the "
                   f"measured best's estimate; {run['picks_in_best_family']} in its family", flush=True)
             runs.append(run)

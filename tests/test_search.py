@@ -50,7 +50,8 @@ def test_pruner_search_in_tune_tir(tmp_path):
     workload = parse_workload(SPEC)
     target = llvm_target()
     timings = []
-    strategy = PrunerSearch(population=64, draft_size=32, droplet_after=1, seed=0, timings=timings)
+    strategy = PrunerSearch(population=64, cold_population=64, draft_size=32, droplet_after=1, seed=0,
+                            timings=timings)
     with metaschedule_logging_guard():  # pytest's log handlers crash tune_tir's logging setup
         ms.tune_tir(
             mod=workload.prim_func(),
@@ -114,6 +115,26 @@ def test_droplet_moves_are_one_step(tensor_intrinsics):
             assert abs(int(new) - int(old)) == 1
     found = neighbours(space, trace, limit=6, seed=0)
     assert 0 < len(found) <= 6
+
+
+def test_selection_power_sharpens_the_draft_parent_weights_but_keeps_the_order(tensor_intrinsics):
+    """The analyzer's scores weight MetaSchedule's parent draw; a power above 1 favours the fastest."""
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace, PSACostModel
+    from ms_pruner.tuning.records import measure_candidate
+
+    target = get_gpu_spec("h100").target()
+    space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
+    candidates = [measure_candidate(s) for s in space.sample(8, seed=3)]
+    analyzer = StaticAnalyzer.for_target(target)
+    plain = PSACostModel(analyzer).predict(None, candidates)
+    sharp = PSACostModel(analyzer, power=4.0).predict(None, candidates)
+    assert len(set(plain.round(12))) > 1, "the sample should hold schedules the analyzer tells apart"
+    assert list(np.argsort(-plain, kind="stable")) == list(np.argsort(-sharp, kind="stable"))
+    assert sharp.max() / sharp.sum() > plain.max() / plain.sum()
+    slowest_valid = plain[plain > 0].min()
+    np.testing.assert_allclose(sharp[plain > 0].min() / sharp.max(), (slowest_valid / plain.max()) ** 4)
 
 
 def test_train_then_moa_tuning_through_the_cli(tmp_path, capsys):

@@ -8,8 +8,9 @@ One round (``generate_measure_candidates``):
    (MetaSchedule's C++ sampler, postprocessors applied) for the rest, fewer after round 0.
 2. **Draft** — MetaSchedule's C++ genetic evolution (its mutators, its postprocessors) with the
    static analyzer as fitness keeps the ``draft_size`` most promising unmeasured schedules; a cold
-   round (nothing of the workload measured yet) runs ``cold_genetic_iters`` generations, since the
-   analyzer alone then chooses what is measured.
+   round (nothing of the workload measured yet) draws parents by the analyzer's score raised to
+   ``cold_selection_power`` over ``cold_genetic_iters`` generations of ``cold_population``: the
+   analyzer alone then chooses what is measured, so the draft climbs harder in the same time.
 3. **Verify** — the tuning cost model (PaCM) scores the draft; the batch takes the best of them,
    an ``eps_greedy`` share of random draft members, and (from round ``droplet_after`` on) the
    neighbours of the best measured schedule that the model likes best (Droplet exploitation).
@@ -31,7 +32,9 @@ DEFAULTS = dict(
     population=512,
     draft_size=256,
     genetic_iters=2,
-    cold_genetic_iters=5,
+    cold_genetic_iters=3,
+    cold_population=384,
+    cold_selection_power=8.0,
     mutate_prob=0.85,
     init_measured_ratio=0.1,
     eps_greedy=0.1,
@@ -58,7 +61,10 @@ class PrunerSearch(PySearchStrategy):
 
     def __init__(self, population: int = DEFAULTS["population"], draft_size: int = DEFAULTS["draft_size"],
                  genetic_iters: int = DEFAULTS["genetic_iters"],
-                 cold_genetic_iters: int = DEFAULTS["cold_genetic_iters"], mutate_prob: float = DEFAULTS["mutate_prob"],
+                 cold_genetic_iters: int = DEFAULTS["cold_genetic_iters"],
+                 cold_population: int = DEFAULTS["cold_population"],
+                 cold_selection_power: float = DEFAULTS["cold_selection_power"],
+                 mutate_prob: float = DEFAULTS["mutate_prob"],
                  init_measured_ratio: float = DEFAULTS["init_measured_ratio"],
                  eps_greedy: float = DEFAULTS["eps_greedy"], droplet_after: int = DEFAULTS["droplet_after"],
                  droplet_share: float = DEFAULTS["droplet_share"],
@@ -67,7 +73,9 @@ class PrunerSearch(PySearchStrategy):
                  pretrained: Optional[str] = None, momentum: float = 0.9, timings: Optional[list] = None):
         super().__init__()
         self.params = dict(population=population, draft_size=draft_size, genetic_iters=genetic_iters,
-                           cold_genetic_iters=cold_genetic_iters, mutate_prob=mutate_prob,
+                           cold_genetic_iters=cold_genetic_iters, cold_population=cold_population,
+                           cold_selection_power=cold_selection_power,
+                           mutate_prob=mutate_prob,
                            init_measured_ratio=init_measured_ratio,
                            eps_greedy=eps_greedy, droplet_after=droplet_after, droplet_share=droplet_share,
                            droplet_neighbours=droplet_neighbours, carry_over=carry_over,
@@ -92,17 +100,17 @@ class PrunerSearch(PySearchStrategy):
         self.space = DesignSpace(context.mod, context.target, context=context)
         self.analyzer = StaticAnalyzer.for_target(context.target)
         self.psa = PSACostModel(self.analyzer)
-        self.inner = self._evolution(self.params["genetic_iters"])
-        self.inner_cold = self._evolution(self.params["cold_genetic_iters"])
+        self.inner = self._evolution(self.params["population"], self.params["genetic_iters"])
+        self.inner_cold = self._evolution(self.params["cold_population"], self.params["cold_genetic_iters"])
 
-    def _evolution(self, generations: int):
+    def _evolution(self, population: int, generations: int):
         """MetaSchedule's evolution, used only for sampling and for evolving with the analyzer."""
         from tvm.s_tir import meta_schedule as ms
 
         evolution = ms.search_strategy.EvolutionarySearch(
-            population_size=self.params["population"],
+            population_size=population,
             init_measured_ratio=0.0,
-            init_min_unmeasured=min(MIN_FRESH_SAMPLES, self.params["population"]),
+            init_min_unmeasured=min(MIN_FRESH_SAMPLES, population),
             genetic_num_iters=generations,
             genetic_mutate_prob=self.params["mutate_prob"],
             eps_greedy=0.0,
@@ -172,6 +180,7 @@ class PrunerSearch(PySearchStrategy):
         psa_seconds = self.psa.seconds
         cold = self.best is None
         timing["generations"] = self.params["cold_genetic_iters" if cold else "genetic_iters"]
+        self.psa.power = self.params["cold_selection_power"] if cold else 1.0
         draft = list(ms._ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel(  # pylint: disable=protected-access
             self.inner_cold if cold else self.inner, population, self.params["draft_size"]))
         draft = [s for s in draft if self._key(s.mod) not in self.measured]

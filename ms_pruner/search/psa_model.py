@@ -11,11 +11,18 @@ from ..analysis import StaticAnalyzer
 
 @derived_object
 class PSACostModel(PyCostModel):
-    """Scores candidates with ``1 / estimated latency`` (0 for invalid). It does not learn."""
+    """Scores candidates with ``(1 / estimated latency) ** power`` (0 for invalid).
 
-    def __init__(self, analyzer: StaticAnalyzer):
+    MetaSchedule's evolution draws parents in proportion to these scores and keeps the top ones, so
+    ``power`` is the selection pressure: at 1 a schedule estimated twice as slow as the population's
+    best is drawn half as often as it; at 4, a sixteenth. The kept order does not depend on it.
+    It does not learn.
+    """
+
+    def __init__(self, analyzer: StaticAnalyzer, power: float = 1.0):
         super().__init__()
         self.analyzer = analyzer
+        self.power = power
         self.calls = 0
         self.seconds = 0.0
 
@@ -33,6 +40,8 @@ class PSACostModel(PyCostModel):
 
         start = time.perf_counter()
         scores = np.array([self.analyzer.estimate(c.sch.mod).score for c in candidates], dtype="float64")
+        if self.power != 1.0:
+            scores = scores ** self.power  # not normalised per call: the kept heap compares across generations
         self.calls += len(scores)
         self.seconds += time.perf_counter() - start
         return scores
