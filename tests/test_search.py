@@ -128,8 +128,8 @@ def test_selection_power_sharpens_the_draft_parent_weights_but_keeps_the_order(t
     space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
     candidates = [measure_candidate(s) for s in space.sample(8, seed=3)]
     analyzer = StaticAnalyzer.for_target(target)
-    plain = PSACostModel(analyzer).predict(None, candidates)
-    sharp = PSACostModel(analyzer, power=4.0).predict(None, candidates)
+    plain = PSACostModel(analyzer).predict(space.context, candidates)
+    sharp = PSACostModel(analyzer, power=4.0).predict(space.context, candidates)
     assert len(set(plain.round(12))) > 1, "the sample should hold schedules the analyzer tells apart"
     assert list(np.argsort(-plain, kind="stable")) == list(np.argsort(-sharp, kind="stable"))
     assert sharp.max() / sharp.sum() > plain.max() / plain.sum()
