@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from ms_pruner.cli import main
-from ms_pruner.search.pruner import DEFAULTS
+from ms_pruner.search.pruner import COLD_SELECTION_POWER, DEFAULTS
 from ms_pruner.workloads import parse_workload
 
 SPEC = "matmul:64x64x64:float32:float32"
@@ -75,6 +75,7 @@ def test_pruner_search_in_tune_tir(tmp_path):
     assert timings[0]["carried"] == 0 and all(t["carried"] > 0 for t in timings[1:])
     cold, warm = DEFAULTS["cold_genetic_iters"], DEFAULTS["genetic_iters"]
     assert cold > warm and [t["generations"] for t in timings] == [cold] + [warm] * 3
+    assert [t["selection_power"] for t in timings] == [COLD_SELECTION_POWER["cpu"]] + [1.0] * 3
 
 
 def test_cli_tune_with_pruner_strategy(tmp_path, capsys):
