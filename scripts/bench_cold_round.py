@@ -8,8 +8,7 @@ real H100 database) this generates one cold round per draft configuration (gener
 population, parent selection power) and reports the analyzer's estimates of the 64 picks, their
 block-tile families (grid, threads, accumulator fragments per warp, main-loop trips), and, for
 scale, the estimate of the database's measured best schedule and the families the database
-measured. Estimates are not measurements: this shows
-where the draft goes, not how fast that is.
+measured. Estimates are not measurements: this shows where the draft goes, not how fast that is.
 """
 
 import argparse
@@ -62,7 +61,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default=H100_MM4096)
     parser.add_argument("--out", default=None)
-    parser.add_argument("--drafts", default="2x512,5x512",
+    parser.add_argument("--drafts", default="5x512,3x384^8",
                         help="cold-round drafts to compare, GENERATIONSxPOPULATION[^SELECTION_POWER], comma-separated")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--per-iter", type=int, default=64)
