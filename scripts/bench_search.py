@@ -24,7 +24,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import H100_MM4096, command_line, machine, tune_context, write_json  # noqa: E402
 
 
-
 NOT_MEASURED = "not measured (search-overhead benchmark)"
 
 
