@@ -18,7 +18,8 @@
 #
 # Each tuning command runs under `timeout --foreground -s INT` short of the call limit: the CLI stops
 # cleanly on SIGINT, the work dir keeps every measured record, and `compare` keeps every run that
-# finished, so a step cut short can simply be called again.
+# finished and resumes the one that was cut (same work dir, clock going on), so a step cut short
+# can simply be called again.
 set -uo pipefail
 step=${1:?usage: gpu_session.sh STEP (see the header)}
 cd "$(dirname "$0")/.."

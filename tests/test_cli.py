@@ -36,6 +36,8 @@ def test_tune_then_rerun_keeps_records(tmp_path, capsys):
     assert main(["tune", SPEC, "--target", "llvm", "--trials", "20", "--work-dir", work_dir, "--no-progress"]) == 0
     second = _record_keys(work_dir)
     assert second[:16] == first and len(second) == 20
+    rounds = [json.loads(line) for line in open(os.path.join(work_dir, "logs", "ms_pruner_rounds.jsonl"))]
+    assert rounds[-1]["total_trials"] == 20 and rounds[-1]["session"] == 1 and rounds[-1]["round"] == len(rounds) - 1
     records = open_database(work_dir).get_all_tuning_records()
     assert all(float(r.run_secs[0]) < 1.0 for r in records)
 
@@ -124,3 +126,61 @@ def test_interrupt_keeps_measured_records(tmp_path):
     kept = _record_keys(str(work_dir))
     assert 8 <= len(kept) < 256 and len(kept) % 8 == 0
     assert all(json.loads(line)[1][1][0] < 1e9 for line in kept)  # no build killed by the interrupt
+
+
+def test_compare_cut_by_a_time_limit_resumes_the_cut_run(tmp_path):
+    """`timeout -s INT` stops `compare` mid-run (a lent GPU's ten-minute call): the next call resumes that run
+    in its work dir rather than starting it again, continuing its rounds, trial count and clock, with the
+    cost model first trained on the records measured so far."""
+    import signal
+    import time
+
+    from ms_pruner.hardware import resolve_target
+    from ms_pruner.tuning import tune_tir
+    from ms_pruner.workloads import parse_workload
+
+    out = tmp_path / "cmp"
+    args = ["compare", "--workload", SPEC, "--target", "llvm", "--trials", "24", "--per-iter", "8",
+            "--strategies", "stock", "--seed", "0", "--out", str(out), "--no-progress"]
+    proc = subprocess.Popen([sys.executable, "-m", "ms_pruner"] + args,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    report_path = out / "compare.json"
+    work_dir = None
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if work_dir is None and report_path.exists():
+            try:
+                work_dir = json.loads(report_path.read_text())["workloads"][SPEC]["pending"]["stock"]
+            except (ValueError, KeyError):
+                pass
+        records = os.path.join(work_dir or "", "database_tuning_record.json")
+        if work_dir and os.path.exists(records) and os.path.getsize(records):
+            break
+        time.sleep(0.5)
+    assert proc.poll() is None and work_dir, proc.stderr.read()
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    cut = json.loads(report_path.read_text())["workloads"][SPEC]
+    assert cut["runs"] == {} and cut["pending"] == {"stock": work_dir}
+    kept = _record_keys(work_dir)
+    assert len(kept) in (8, 16)
+
+    assert main(args) == 0
+    entry = json.loads(report_path.read_text())["workloads"][SPEC]
+    run = entry["runs"]["stock"]
+    assert entry["pending"] == {} and run["work_dir"] == work_dir and run["calls"] == 2
+    curve = run["curve"]
+    assert [p["round"] for p in curve] == [0, 1, 2] and [p["trials"] for p in curve] == [8, 16, 24]
+    assert [p["call"] for p in curve] == [0] * (len(kept) // 8) + [1] * (3 - len(kept) // 8)
+    assert all(a["wall_s"] < b["wall_s"] for a, b in zip(curve, curve[1:]))
+    assert all(a["best_latency_s"] >= b["best_latency_s"] for a, b in zip(curve, curve[1:]))
+    assert _record_keys(work_dir)[:len(kept)] == kept and len(_record_keys(work_dir)) == 24
+    assert "resumed: 2 calls" in (out / "compare.md").read_text()
+
+    # One call more on the same work dir: its XGB model first learns all 24 records.
+    result = tune_tir(parse_workload(SPEC).prim_func(), resolve_target("llvm").target, work_dir, 32,
+                      strategy="stock", seed=0, num_trials_per_iter=8, progress=False)
+    assert result.warmed_on == 24 and result.new_trials == 8
+    assert [r["session"] for r in result.rounds][-1] == 2 and result.rounds[-1]["total_trials"] == 32

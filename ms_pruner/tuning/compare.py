@@ -76,6 +76,7 @@ def _curve(result) -> List[dict]:
             "update_s": entry.get("update_s", 0.0),
             "search_share": overhead / busy if busy > 0 else 0.0,
             "strategy_split": entry.get("strategy", {}),
+            "call": entry.get("session", 0),
         })
     return curve
 
@@ -138,8 +139,9 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
                    progress: bool = True, previous: Optional[dict] = None, on_run=None) -> dict:
     """Tune every workload with every strategy, skipping runs already in ``previous``.
 
-    ``on_run(report)`` is called after each finished run, so a run cut off by a time limit keeps
-    everything finished before it.
+    ``on_run(report)`` is called before each run starts (the report names its work dir under
+    ``pending``) and after it finishes, so a call cut off by a time limit keeps every finished run,
+    and the next call resumes the cut one in its work dir (tune_tir) instead of starting it again.
     """
     if "moa" in strategies and not pretrained:
         raise UserError("comparing moa needs --pretrained MODEL")
@@ -152,12 +154,21 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
         for strategy in strategies:
             if strategy in entry["runs"]:
                 continue
-            work_dir = os.path.join(out_dir, "work", workload.spec.replace(":", "_"), f"{strategy}-{stamp}")
+            pending = entry.setdefault("pending", {})
+            if strategy not in pending:
+                pending[strategy] = os.path.join(out_dir, "work", workload.spec.replace(":", "_"),
+                                                 f"{strategy}-{stamp}")
+                entry["summary"] = summarize(entry["runs"])
+                if on_run is not None:
+                    on_run(report)
+            work_dir = pending[strategy]
             result = tune_tir(workload.prim_func(), choice.target, work_dir, trials, strategy=strategy,
                               builder=builder, seed=seed, num_trials_per_iter=per_iter,
                               pretrained=pretrained if strategy == "moa" else None, progress=progress)
             entry["runs"][strategy] = {"work_dir": work_dir, "best_latency_s": result.best_latency_s,
-                                       "curve": _curve(result)}
+                                       "curve": _curve(result),
+                                       "calls": 1 + max((r.get("session", 0) for r in result.rounds), default=0)}
+            del pending[strategy]
             entry["summary"] = summarize(entry["runs"])
             if on_run is not None:
                 on_run(report)
@@ -217,6 +228,15 @@ def markdown_table(report: dict) -> str:
             lines.append(f"| `{spec}` (moa) | | {_us(moa.get('final_best_s'))} | | "
                          f"{moa.get('time_to_stock_best_s') or 'not reached'} | {moa.get('search_speedup') or '-'} | "
                          f"{moa.get('mean_search_share', 0):.0%} | |")
+    for spec, entry in report["workloads"].items():
+        for name, run in entry["runs"].items():
+            if run.get("calls", 1) > 1:
+                lines.append(f"\n`{spec}` {name} was cut by a call's time limit and resumed: {run['calls']} calls. "
+                             "Its wall time sums the finished rounds of each call; the cut round and the time "
+                             "between calls are not counted, and the resumed call first trained the cost model "
+                             "on the earlier records (counted as search).")
+        for name, work_dir in entry.get("pending", {}).items():
+            lines.append(f"\n`{spec}` {name}: unfinished, resumed by the next call from `{work_dir}`.")
     lines.append("")
     lines.append("Search share = (search + cost-model update) / (search + update + build + run), mean over "
                  "rounds. Per-round split in seconds, with the Pruner search's own parts:")
@@ -227,7 +247,8 @@ def markdown_table(report: dict) -> str:
                 split = point["strategy_split"]
                 parts = ", ".join(f"{k[:-2]} {split[k]:.1f}" for k in ("sample_s", "draft_s", "verify_s", "droplet_s")
                                   if k in split)
-                lines.append(f"- `{spec}` {name} round {point['round']}: search {point['search_s']:.1f}, "
+                call = f" (call {point['call'] + 1})" if run.get("calls", 1) > 1 else ""
+                lines.append(f"- `{spec}` {name} round {point['round']}{call}: search {point['search_s']:.1f}, "
                              f"model update {point['update_s']:.1f}, build {point['build_s']:.1f}, "
                              f"run {point['run_s']:.1f}"
                              f"{' (' + parts + ')' if parts else ''}; best {_us(point['best_latency_s'])} us")
@@ -254,7 +275,8 @@ def plot(report: dict, path: str) -> Optional[str]:
         axes[row][0].set(title=spec, xlabel="wall time (s)", ylabel="best latency (us)")
         axes[row][1].set(title=spec, xlabel="trials", ylabel="best latency (us)")
         for ax in axes[row]:
-            ax.legend()
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend()
             ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

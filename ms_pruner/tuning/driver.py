@@ -10,6 +10,7 @@ from typing import List, Optional
 
 from ..errors import UserError
 from .records import best_record, mean_latency, open_database, records_for, workload_flops
+from .resume import resume_point, warmed_cost_model
 
 STRATEGIES = ("stock", "pruner", "moa", "replay")
 ROUND_LOG = os.path.join("logs", "ms_pruner_rounds.jsonl")
@@ -28,6 +29,7 @@ class TuneResult:
     flops: float
     wall_s: float
     rounds: List[dict]
+    warmed_on: int = 0  # records the cost model learned before this call's first round (a resumed run)
 
     @property
     def best_tflops(self) -> Optional[float]:
@@ -91,10 +93,11 @@ def metaschedule_logging_guard():
 
 @contextlib.contextmanager
 def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder, runner, desc: str,
-                         progress: bool):
+                         progress: bool, resume=None):
     """Yields (clock, kwargs for ms.tune_*): timed builder and runner, progress callback, round log.
 
-    The progress bar closes and the logging guard lifts however the tuning call ends.
+    ``resume`` (a ResumePoint) continues an earlier call's round log. The progress bar closes and
+    the logging guard lifts however the tuning call ends.
     """
     from tqdm import tqdm
     from tvm.s_tir import meta_schedule as ms
@@ -105,7 +108,7 @@ def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder
 
     bar = tqdm(total=total_trials, unit="trial", desc=desc, disable=not progress)
     clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=total_trials,
-                       strategy_timings=getattr(strategy_obj, "timings", None))
+                       strategy_timings=getattr(strategy_obj, "timings", None), resume=resume)
     measure = {
         "builder": TimedBuilder(make_builder(builder) if isinstance(builder, str) else builder, clock),
         "runner": TimedRunner(runner if runner is not None else make_runner(), clock),
@@ -144,9 +147,10 @@ def tune_tir(
     """Tune ``mod`` until the work dir holds ``max_trials`` records of it for ``target``.
 
     ``max_trials`` counts records already in ``work_dir``, so rerunning an interrupted call resumes
-    it and rerunning a finished one measures nothing. ``builder`` is "pruner", "stock" or a
-    Builder; ``runner`` defaults to our LocalRunner settings. ``search`` overrides the
-    (strategy, cost model) pair that ``strategy`` names.
+    it (round log and clock continue, the cost model first learns the earlier records: resume.py)
+    and rerunning a finished one measures nothing. ``rounds`` holds every logged round of the run,
+    earlier calls' included. ``builder`` is "pruner", "stock" or a Builder; ``runner`` defaults to
+    our LocalRunner settings. ``search`` overrides the (strategy, cost model) pair that ``strategy`` names.
     """
     from tvm.s_tir import meta_schedule as ms
 
@@ -159,11 +163,16 @@ def tune_tir(
     remaining = max_trials - len(existing)
     flops = workload_flops(workload)
     started = time.perf_counter()
-    rounds: List[dict] = []
+    log_path = os.path.join(work_dir, ROUND_LOG)
+    resume = resume_point(log_path, existing)
+    rounds: List[dict] = list(resume.rounds) if resume else []
+    warmed_on = 0
     if remaining > 0:
         strategy_obj, model = search or search_components(strategy, target, pretrained, seed, cost_model)
         with instrumented_session(work_dir, remaining, strategy_obj, builder, runner, f"tuning ({strategy})",
-                                  progress) as (clock, measure):
+                                  progress, resume) as (clock, measure):
+            if resume is not None:
+                model, warmed_on = warmed_cost_model(model, workload, target, existing)
             ms.tune_tir(
                 mod=workload,
                 target=target,
@@ -176,7 +185,7 @@ def tune_tir(
                 seed=seed,
                 **measure,
             )
-        rounds = [dataclasses.asdict(r) for r in clock.rounds]
+        rounds += [dataclasses.asdict(r) for r in clock.rounds]
     records = records_for(database, workload, target)
     best = best_record(records)
     return TuneResult(
@@ -188,4 +197,5 @@ def tune_tir(
         flops=flops,
         wall_s=time.perf_counter() - started,
         rounds=rounds,
+        warmed_on=warmed_on,
     )

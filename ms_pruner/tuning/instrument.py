@@ -4,7 +4,8 @@ MetaSchedule's task scheduler runs, per round: generate candidates (search), bui
 measure callbacks (database, cost-model update). Wrapping the builder and runner and appending a
 callback (after MetaSchedule's own, so the cost-model update lies between the run and it) gives each
 phase's wall time without touching the scheduler. One JSON line per round goes
-to ``<work_dir>/logs/ms_pruner_rounds.jsonl``.
+to ``<work_dir>/logs/ms_pruner_rounds.jsonl``; a resumed run continues its round numbers, trial
+count and clock (``resume.ResumePoint``).
 """
 
 from __future__ import annotations
@@ -39,15 +40,16 @@ class RoundTiming:
     build_errors: int
     run_errors: int
     best_latency_s: Optional[float]
-    wall_s: float
+    wall_s: float  # since the run began, summed over the calls that made it (resume.py)
     strategy: dict = dataclasses.field(default_factory=dict)  # the search's own split (PrunerSearch)
+    session: int = 0  # which call of a resumed run measured this round
 
 
 class RoundClock:
     """Timestamps shared by TimedBuilder, TimedRunner and ProgressCallback."""
 
     def __init__(self, log_path: Optional[str] = None, progress=None, total_trials: int = 0,
-                 strategy_timings: Optional[list] = None):
+                 strategy_timings: Optional[list] = None, resume=None):
         self.start = time.perf_counter()
         self.last_round_end = self.start
         self.build_span = (0.0, 0.0)
@@ -60,6 +62,10 @@ class RoundClock:
         self.progress = progress
         self.strategy_timings = strategy_timings if strategy_timings is not None else []
         self._timings_seen = 0
+        self.first_round, self.wall_offset, self.session = 0, 0.0, 0
+        if resume is not None:
+            self.first_round, self.wall_offset, self.session = len(resume.rounds), resume.wall_s, resume.session
+            self.trials_done, self.best_latency_s = resume.trials, resume.best_latency_s
 
     def _new_strategy_timing(self) -> dict:
         if len(self.strategy_timings) <= self._timings_seen:
@@ -82,7 +88,7 @@ class RoundClock:
                 self.best_latency_s = latency
         self.trials_done += len(runner_results)
         timing = RoundTiming(
-            round=len(self.rounds),
+            round=self.first_round + len(self.rounds),
             task_id=task_id,
             trials=len(runner_results),
             total_trials=self.trials_done,
@@ -93,8 +99,9 @@ class RoundClock:
             build_errors=build_errors,
             run_errors=run_errors,
             best_latency_s=self.best_latency_s,
-            wall_s=now - self.start,
+            wall_s=self.wall_offset + now - self.start,
             strategy=self._new_strategy_timing(),
+            session=self.session,
         )
         self.rounds.append(timing)
         self.last_round_end = now

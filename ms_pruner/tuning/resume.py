@@ -1,0 +1,99 @@
+"""Going on with a tuning run that an earlier call left in its work dir.
+
+A lent GPU gives ten minutes a call, and a 256-trial run can need more; ``timeout -s INT`` then
+stops it at a round boundary (interrupt.py) with every measured record in the database, and the
+next call resumes. Two things would make the resumed run differ from one that was never cut:
+
+- its round log would restart the clock, the round numbers and the trial count, so a comparison
+  would read the second call as a run of its own. ``ResumePoint`` carries them over: wall time is
+  the sum of the earlier calls' finished rounds and this call's time (the round that was cut, and
+  the time between calls, count nowhere);
+- its cost model would start untrained although the database holds every earlier measurement.
+  ``warmed_cost_model`` trains it on them first (stock's XGB and our PaCM alike), inside the
+  resumed call's first round, so the time it takes is counted as search.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import List, Optional
+
+from .records import FAILED_RUN_SECONDS, best_record, mean_latency
+
+
+@dataclasses.dataclass
+class ResumePoint:
+    """Where a run stands when a call resumes it."""
+
+    rounds: List[dict]  # the earlier calls' logged rounds, in order
+    trials: int  # records of the workload already in the database
+    wall_s: float  # wall time of the earlier calls' finished rounds
+    best_latency_s: Optional[float]
+    session: int  # this call's index among the calls that made the run
+
+
+def logged_rounds(log_path: str) -> List[dict]:
+    """The rounds in a work dir's round log; a line cut short by a kill mid-write is skipped."""
+    if not os.path.exists(log_path):
+        return []
+    rounds = []
+    with open(log_path, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                rounds.append(json.loads(line))
+            except ValueError:
+                continue
+    return rounds
+
+
+def resume_point(log_path: str, records) -> Optional[ResumePoint]:
+    """None when nothing of the workload was measured yet (a fresh run)."""
+    if not records:
+        return None
+    rounds = logged_rounds(log_path)
+    best = best_record(records)
+    return ResumePoint(
+        rounds=rounds,
+        trials=len(records),
+        wall_s=float(rounds[-1]["wall_s"]) if rounds else 0.0,
+        best_latency_s=mean_latency(best) if best is not None else None,
+        session=max((int(r.get("session", 0)) for r in rounds), default=-1) + 1,
+    )
+
+
+def warmed_cost_model(model, workload, target, records, num_threads: Optional[int] = None):
+    """(``model`` trained on ``records``, how many it learned); ``model`` is an instance or "xgb",
+    created as ``ms.tune_tir`` would.
+
+    The schedules are the records' traces replayed with their postprocessing, as MetaSchedule
+    measured them; failed runs go in as MetaSchedule stores them (1e10 s). Other names ("random")
+    come back unchanged, having nothing to learn.
+    """
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.runner import RunnerResult
+    from tvm.s_tir.schedule import Schedule
+
+    from .records import measure_candidate
+
+    if num_threads is None:
+        num_threads = ms.utils.cpu_count(logical=False)
+    if model == "xgb":
+        model = ms.CostModel.create("xgb", num_tuning_cores=num_threads, tree_method="auto")
+    if isinstance(model, str):
+        return model, 0
+    context = ms.TuneContext(mod=workload, target=target, task_name="main", num_threads=num_threads)
+    candidates, results = [], []
+    for record in records:
+        sch = Schedule(workload, error_render_level="none")
+        try:
+            record.trace.apply_to_schedule(sch, remove_postproc=False)
+        except Exception:  # pylint: disable=broad-except
+            continue
+        candidates.append(measure_candidate(sch))
+        latency = mean_latency(record)
+        results.append(RunnerResult(run_secs=[latency if latency < FAILED_RUN_SECONDS else 1e10], error_msg=None))
+    if candidates:
+        model.update(context, candidates, results)
+    return model, len(candidates)
