@@ -9,6 +9,12 @@ population, parent selection power) and reports the analyzer's estimates of the 
 block-tile families (grid, threads, accumulator fragments per warp, main-loop trips), and, for
 scale, the estimate of the database's measured best schedule and the families the database
 measured. Estimates are not measurements: this shows where the draft goes, not how fast that is.
+
+    python scripts/bench_cold_round.py --workload conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32 --gpu h100
+
+does the same for a workload without a measured database; the scale is then the analyzer's
+estimates of ``--random`` uniform samples of the design space (what a round with no guidance
+would measure).
 """
 
 import argparse
@@ -57,26 +63,13 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
             "picks_estimate_us": sorted(e.latency_s * 1e6 for e in estimates), "families": dict(families)}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", default=H100_MM4096)
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--drafts", default="5x512,3x384^8",
-                        help="cold-round drafts to compare, GENERATIONSxPOPULATION[^SELECTION_POWER], comma-separated")
-    parser.add_argument("--seeds", default="0")
-    parser.add_argument("--per-iter", type=int, default=64)
-    args = parser.parse_args()
-
+def database_reference(path: str, analyzer) -> dict:
+    """The measured best's estimate and family, and every measured family's latencies."""
     import numpy as np
-    import tvm.s_tir.tensor_intrin  # noqa: F401  (the database's traces name the wmma intrinsics)
 
-    from ms_pruner.analysis import StaticAnalyzer
-    from ms_pruner.builder import default_max_workers
     from ms_pruner.cost_model.evaluate import load_measured
 
-    records, schedules, latency = load_measured(args.db)
-    mod, target = records[0].workload.mod, records[0].target
-    analyzer = StaticAnalyzer.for_target(target)
+    _, schedules, latency = load_measured(path)
     measured = [(lat, analyzer.estimate(s)) for lat, s in zip(latency, schedules)]
     best_latency, best_estimate = min(measured, key=lambda m: m[0])
     measured_families = collections.defaultdict(list)
@@ -88,22 +81,92 @@ def main() -> int:
                                        for k, v in measured_families.items()}}
     print(f"database best {reference['best_measured_us']:.1f} us measured, {reference['best_estimate_us']:.1f} us "
           f"estimated ({reference['best_family']})")
+    return reference
+
+
+def random_reference(mod, target, count: int, analyzer, threads: int) -> dict:
+    """The analyzer's estimates of ``count`` random samples of the design space, drawn by
+    MetaSchedule's C++ sampler (postprocessors applied), as round 0 of stock starts from."""
+    import numpy as np
+    from tvm.s_tir import meta_schedule as ms
+
+    strategy = ms.search_strategy.EvolutionarySearch(population_size=count, init_min_unmeasured=count)
+    context = tune_context(mod, target, strategy, 0, threads)
+    context.pre_tuning(max_trials=count, num_trials_per_iter=count, design_spaces=context.generate_design_space(),
+                       database=ms.database.MemoryDatabase(), cost_model=ms.CostModel.create("random"))
+    sample = ms._ffi_api.SearchStrategyEvolutionarySearchSampleInitPopulation  # pylint: disable=protected-access
+    start = time.perf_counter()
+    schedules = list(sample(context.search_strategy, count))
+    seconds = time.perf_counter() - start
+    estimates = [analyzer.estimate(s) for s in schedules]
+    valid = np.array(sorted(e.latency_s * 1e6 for e in estimates if np.isfinite(e.latency_s)))
+    reference = {"random_samples": len(estimates), "random_valid": int(valid.size), "sample_s": seconds,
+                 "random_estimate_us": {"min": float(valid.min()), "p10": float(np.percentile(valid, 10)),
+                                        "median": float(np.median(valid))} if valid.size else None,
+                 "random_families": len({_family(e) for e in estimates})}
+    print(f"{len(estimates)} random samples in {seconds:.1f} s: estimates {reference['random_estimate_us']}",
+          flush=True)
+    return reference
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", default=H100_MM4096)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--drafts", default="5x512,3x384^8",
+                        help="cold-round drafts to compare, GENERATIONSxPOPULATION[^SELECTION_POWER], comma-separated")
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--per-iter", type=int, default=64)
+    parser.add_argument("--workload", default=None, help="a workload spec without a database (see above)")
+    parser.add_argument("--gpu", default="h100", help="the GPU whose target --workload is searched for")
+    parser.add_argument("--random", type=int, default=128, help="random samples for --workload's scale")
+    args = parser.parse_args()
+
+    import numpy as np
+    import tvm.s_tir.tensor_intrin  # noqa: F401  (the database's traces name the wmma intrinsics)
+
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.builder import default_max_workers
+    from ms_pruner.tuning.driver import normalized_mod
+
+    if args.workload:
+        from ms_pruner.hardware import get_gpu_spec
+        from ms_pruner.workloads import parse_workload
+
+        mod, target = normalized_mod(parse_workload(args.workload).prim_func()), get_gpu_spec(args.gpu).target()
+        analyzer = StaticAnalyzer.for_target(target)
+        reference = random_reference(mod, target, args.random, analyzer, default_max_workers())
+    else:
+        from ms_pruner.tuning import open_database, records_for
+
+        record = records_for(open_database(args.db))[0]
+        mod, target = record.workload.mod, record.target
+        analyzer = StaticAnalyzer.for_target(target)
+        reference = database_reference(args.db, analyzer)
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):
         for generations, population, power in map(_draft, args.drafts.split(",")):
             run = cold_round(mod, target, generations, population, power, seed, default_max_workers(), args.per_iter,
                              analyzer)
             picks = np.array(run["picks_estimate_us"])
-            run["picks_below_best_estimate"] = int((picks < reference["best_estimate_us"]).sum())
-            run["picks_in_best_family"] = run["families"].get(reference["best_family"], 0)
+            if "best_estimate_us" in reference:
+                run["picks_below_best_estimate"] = int((picks < reference["best_estimate_us"]).sum())
+                run["picks_in_best_family"] = run["families"].get(reference["best_family"], 0)
+                versus = (f"{run['picks_below_best_estimate']} below the measured best's estimate; "
+                          f"{run['picks_in_best_family']} in its family")
+            else:
+                scale = reference["random_estimate_us"]
+                run["picks_below_random_min"] = int((picks < scale["min"]).sum()) if scale else 0
+                versus = f"{run['picks_below_random_min']} below the best random sample's estimate"
             print(f"seed {seed}, {generations} generations of {population}, selection power {power:g}: "
-                  f"{run['search_s']:.1f} s; pick estimates min "
-                  f"{picks.min():.1f}, median {np.median(picks):.1f} us; {run['picks_below_best_estimate']} below the "
-                  f"measured best's estimate; {run['picks_in_best_family']} in its family", flush=True)
+                  f"{run['search_s']:.1f} s; pick estimates min {picks.min():.1f}, median {np.median(picks):.1f} us, "
+                  f"{len(run['families'])} families; {versus}", flush=True)
             runs.append(run)
     if args.out:
-        write_json(args.out, {"command": command_line(), "machine": machine(), "db": os.path.normpath(args.db),
-                              "reference": reference, "runs": runs})
+        source = {"workload": args.workload, "target": str(target)} if args.workload else \
+            {"db": os.path.normpath(args.db)}
+        write_json(args.out, dict({"command": command_line(), "machine": machine()}, **source, reference=reference,
+                                  runs=runs))
     return 0
 
 

@@ -13,6 +13,10 @@ Stock is MetaSchedule's ``evolutionary`` search with its ``xgb`` model; Pruner i
 PaCM, both as ``ms-pruner tune --strategy stock|pruner`` builds them, with the same thread count.
 The figures are search seconds (what DEVELOPERS.md's "search 28-34 s per round" on the H100 host
 counts), plus cost-model update seconds for the warm case.
+
+    python scripts/bench_search.py --workload conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32 --gpu h100
+
+times only the cold round of a workload that has no measured database (the warm case needs one).
 """
 
 import argparse
@@ -27,15 +31,14 @@ from _common import H100_MM4096, command_line, machine, tune_context, write_json
 NOT_MEASURED = "not measured (search-overhead benchmark)"
 
 
-def search_rounds(strategy: str, records, schedules, latency, warm: bool, seed: int, threads: int, per_iter: int,
-                  rounds: int):
+def search_rounds(strategy: str, mod, target, records, schedules, latency, warm: bool, seed: int, threads: int,
+                  per_iter: int, rounds: int):
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.runner import RunnerResult
 
     from ms_pruner.tuning.driver import search_components
     from ms_pruner.tuning.records import measured_batch
 
-    mod, target = records[0].workload.mod, records[0].target
     strategy_obj, model = search_components(strategy, target, seed=seed)
     if isinstance(strategy_obj, str):
         strategy_obj = ms.SearchStrategy.create(strategy_obj)
@@ -76,6 +79,8 @@ def search_rounds(strategy: str, records, schedules, latency, warm: bool, seed: 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default=H100_MM4096)
+    parser.add_argument("--workload", default=None, help="a workload spec: cold round only, no database")
+    parser.add_argument("--gpu", default="h100", help="the GPU whose target --workload is searched for")
     parser.add_argument("--out", default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--per-iter", type=int, default=64)
@@ -88,19 +93,30 @@ def main() -> int:
     from ms_pruner.builder import default_max_workers
     from ms_pruner.cost_model.evaluate import load_measured
 
-    records, schedules, latency = load_measured(args.db)
+    if args.workload:
+        from ms_pruner.hardware import get_gpu_spec
+        from ms_pruner.tuning.driver import normalized_mod
+        from ms_pruner.workloads import parse_workload
+
+        records, schedules, latency = [], [], []
+        mod, target = normalized_mod(parse_workload(args.workload).prim_func()), get_gpu_spec(args.gpu).target()
+        states = (False,)
+    else:
+        records, schedules, latency = load_measured(args.db)
+        mod, target, states = records[0].workload.mod, records[0].target, (False, True)
     threads = default_max_workers()
     rounds = []
     for strategy in args.strategies.split(","):
-        for warm in (False, True):
-            entry = search_rounds(strategy, records, schedules, latency, warm, args.seed, threads, args.per_iter,
-                                  args.warm_rounds)
+        for warm in states:
+            entry = search_rounds(strategy, mod, target, records, schedules, latency, warm, args.seed, threads,
+                                  args.per_iter, args.warm_rounds)
             searched = ", ".join(f"{r['search_s']:.1f} s ({r['candidates']})" for r in entry["rounds"])
             print(f"{strategy:6s} {entry['state']}: search per round {searched}; "
                   f"model update {entry['update_s']:.1f} s on {entry['records']} records", flush=True)
             rounds.append(entry)
-    payload = {"command": command_line(), "machine": machine(), "threads": threads, "db": os.path.normpath(args.db),
-               "per_iter": args.per_iter, "runs": rounds}
+    source = {"workload": args.workload, "target": str(target)} if args.workload else {"db": os.path.normpath(args.db)}
+    payload = dict({"command": command_line(), "machine": machine(), "threads": threads}, **source,
+                   per_iter=args.per_iter, runs=rounds)
     if args.out:
         write_json(args.out, payload)
     return 0
