@@ -92,8 +92,8 @@ class PrunerSearch(PySearchStrategy):
         self.inner_cold = None
         self.space = None
         self.analyzer = None
-        self.psa = None
-        self.cold_power = 1.0
+        self.psa = None  # the analyzer as fitness of the warm draft (selection power 1)
+        self.psa_cold = None  # ... and of the cold draft (cold_selection_power)
 
     # -- MetaSchedule plumbing ------------------------------------------------------------
     def _initialize_with_tune_context(self, context) -> None:
@@ -106,8 +106,8 @@ class PrunerSearch(PySearchStrategy):
         self.analyzer = StaticAnalyzer.for_target(context.target)
         self.psa = PSACostModel(self.analyzer)
         power = self.params["cold_selection_power"]
-        self.cold_power = float(power) if power is not None else \
-            COLD_SELECTION_POWER["gpu" if self.analyzer.is_gpu else "cpu"]
+        self.psa_cold = PSACostModel(self.analyzer, power=float(power) if power is not None else
+                                     COLD_SELECTION_POWER["gpu" if self.analyzer.is_gpu else "cpu"])
         self.inner = self._evolution(self.params["population"], self.params["genetic_iters"])
         self.inner_cold = self._evolution(self.params["cold_population"], self.params["cold_genetic_iters"])
 
@@ -145,9 +145,9 @@ class PrunerSearch(PySearchStrategy):
         self.measured = set()
         self.best = None  # (latency, trace)
         self.carry = []  # unmeasured draft members, best-ranked first
-        for evolution in (self.inner, self.inner_cold):
+        for evolution, fitness in ((self.inner, self.psa), (self.inner_cold, self.psa_cold)):
             evolution.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database=self.database,
-                                 cost_model=self.psa)
+                                 cost_model=fitness)
         workload = self.database.commit_workload(self.context.mod)
         for record in self.database.get_top_k(workload, 1 << 30):
             self._note_measured(record.trace, mean_latency(record))
@@ -185,16 +185,16 @@ class PrunerSearch(PySearchStrategy):
         timing["population"] = len(population)
 
         start = time.perf_counter()
-        psa_seconds = self.psa.seconds
         cold = self.best is None
+        fitness = self.psa_cold if cold else self.psa
+        psa_seconds = fitness.seconds
         timing["generations"] = self.params["cold_genetic_iters" if cold else "genetic_iters"]
-        self.psa.power = self.cold_power if cold else 1.0
-        timing["selection_power"] = self.psa.power
+        timing["selection_power"] = fitness.power
         draft = list(ms._ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel(  # pylint: disable=protected-access
             self.inner_cold if cold else self.inner, population, self.params["draft_size"]))
         draft = [s for s in draft if self._key(s.mod) not in self.measured]
         timing["draft_s"] = time.perf_counter() - start
-        timing["draft_analyzer_s"] = self.psa.seconds - psa_seconds
+        timing["draft_analyzer_s"] = fitness.seconds - psa_seconds
         timing["draft"] = len(draft)
 
         start = time.perf_counter()
