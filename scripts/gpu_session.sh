@@ -28,6 +28,7 @@ KEEP=${KEEP:-/tmp/ms_pruner_gpu}
 OUT=${OUT:-$KEEP/out}
 BUDGET=${BUDGET:-500}
 TRIALS=${TRIALS:-256}
+PER_ITER=${PER_ITER:-64}
 MODEL_TRIALS=${MODEL_TRIALS:-128}
 TARGET=${TARGET:-cuda}
 MM=${MM:-matmul:4096x4096x4096:float16:float32}
@@ -40,7 +41,7 @@ ms() {
     [ "$status" -eq 0 ] || echo "== exit $status: ms-pruner $*" >&2
     return "$status"
 }
-compare() { ms compare --workload "$1" --target "$TARGET" --trials "$TRIALS" --strategies "$2" --seed 0 \
+compare() { ms compare --workload "$1" --target "$TARGET" --trials "$TRIALS" --per-iter "$PER_ITER" --strategies "$2" --seed 0 \
     --out "$KEEP/compare" --no-progress; }
 models() {
     for model in ${MODELS:-bert-layer resnet-block}; do
