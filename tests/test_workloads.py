@@ -74,3 +74,20 @@ def test_matmul_matches_metaschedule_te_workload():
     theirs = te.create_prim_func(te_workload.conv2d_nhwc(1, 14, 14, 32, 64, 3, 1, 1, in_dtype="float16",
                                                          out_dtype="float32"))
     assert tvm_ffi.structural_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("spec", ["matmul_nt:16x24x8:float32:float32", "dense_bias_relu:16x24x8:float32:float32",
+                                  "batch_matmul:2x8x16x8:float32:float32",
+                                  "conv2d_nhwc:2x9x9x4x8k3s2p1:float32:float32"])
+def test_torch_reference_computes_the_workload(spec):
+    """The op that compare times as the torch/cuBLAS/cuDNN reference is the workload's computation."""
+    from ms_pruner.tuning.compare import reference_latency, torch_operation
+
+    workload = parse_workload(spec)
+    inputs = workload.random_inputs(seed=1)
+    what, run, to_workload_layout = torch_operation(workload, inputs, "cpu")
+    out = to_workload_layout(run()).numpy()
+    assert out.shape == workload.output_shape()
+    np.testing.assert_allclose(out, workload.reference(inputs), rtol=1e-4, atol=1e-4)
+    timed = reference_latency(workload, on_gpu=False)
+    assert timed["what"] == what and timed["latency_s"] > 0
