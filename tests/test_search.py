@@ -164,11 +164,18 @@ def test_pruner_search_carries_its_own_moa_model(tmp_path):
 
     path = str(tmp_path / "fresh.pt")
     PaCMCore(seed=0).save(path)
-    timings = []
-    with metaschedule_logging_guard():
-        ms.tune_tir(mod=parse_workload("matmul:32x32x32:float32:float32").prim_func(), target=llvm_target(),
-                    work_dir=str(tmp_path / "wd"), max_trials_global=8, num_trials_per_iter=4,
-                    builder=make_builder("pruner", max_workers=2), runner=make_runner(), cost_model="random",
-                    strategy=PrunerSearch(population=32, draft_size=16, pretrained=path, timings=timings))
+
+    def tune(trials):
+        timings = []
+        with metaschedule_logging_guard():
+            ms.tune_tir(mod=parse_workload("matmul:32x32x32:float32:float32").prim_func(), target=llvm_target(),
+                        work_dir=str(tmp_path / "wd"), max_trials_global=trials, num_trials_per_iter=4,
+                        builder=make_builder("pruner", max_workers=2), runner=make_runner(), cost_model="random",
+                        strategy=PrunerSearch(population=32, draft_size=16, pretrained=path, timings=timings))
+        return timings
+
+    timings = tune(8)
     assert [t["verifier"] for t in timings] == ["own MoA PaCM"] * 2
     assert [t["verifier_records"] for t in timings] == [4, 8]
+    # Resumed in the same work dir: the fresh MoA model first learns the 8 records already measured.
+    assert [t["verifier_records"] for t in tune(4)] == [12]

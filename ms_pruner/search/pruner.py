@@ -27,7 +27,7 @@ from typing import List, Optional
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
-from ..tuning.records import mean_latency, measure_candidate
+from ..tuning.records import mean_latency, measure_candidate, measured_batch
 
 DEFAULTS = dict(
     population=512,
@@ -149,8 +149,14 @@ class PrunerSearch(PySearchStrategy):
             evolution.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database=self.database,
                                  cost_model=fitness)
         workload = self.database.commit_workload(self.context.mod)
+        earlier = []
         for record in self.database.get_top_k(workload, 1 << 30):
-            self._note_measured(record.trace, mean_latency(record))
+            sch = self.space.replay(record.trace, seed=1)
+            self._note_measured(record.trace, mean_latency(record), sch.mod if sch is not None else None)
+            if sch is not None:
+                earlier.append((sch, mean_latency(record)))
+        if self.own_model is not None and earlier:  # a resumed run: the MoA model learns what was measured
+            self.own_model.update(self.context, *measured_batch([s for s, _ in earlier], [lat for _, lat in earlier]))
 
     def post_tuning(self) -> None:
         for evolution in (self.inner, self.inner_cold):
@@ -286,13 +292,9 @@ class PrunerSearch(PySearchStrategy):
         order = sorted(range(len(schedules)), key=lambda i: -float(scores[i]))
         return [schedules[i] for i in order]
 
-    def _note_measured(self, trace, latency: float, mod=None) -> None:
+    def _note_measured(self, trace, latency: float, mod) -> None:
         if mod is not None:
             self.measured.add(self._key(mod))
-        else:
-            sch = self.space.replay(trace, seed=1)
-            if sch is not None:
-                self.measured.add(self._key(sch.mod))
         if latency < 1e9 and (self.best is None or latency < self.best[0]):
             self.best = (latency, trace)
 
