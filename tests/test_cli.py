@@ -45,6 +45,17 @@ def test_tune_then_rerun_keeps_records(tmp_path, capsys):
     shown = capsys.readouterr().out
     assert "20 records (20 valid)" in shown and "TFLOP/s" in shown and "tiles" in shown
 
+    # Another workload tuned into the same work dir logs its own rounds; resuming the first one
+    # continues the first one's rounds only.
+    assert main(["tune", "matmul:64x64x64:float32:float32", "--target", "llvm", "--trials", "8",
+                 "--work-dir", work_dir, "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["tune", SPEC, "--target", "llvm", "--trials", "24", "--work-dir", work_dir, "--no-progress",
+                 "--json"]) == 0
+    resumed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [(r["total_trials"], r["session"]) for r in resumed["rounds"]] == [(16, 0), (20, 1), (24, 2)]
+    assert len({r["workload"] for r in resumed["rounds"]}) == 1
+
 
 @pytest.mark.skipif(cuda_device_name() is not None, reason="this machine has a GPU")
 def test_cuda_target_without_gpu_is_one_clear_line(tmp_path):

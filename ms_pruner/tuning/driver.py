@@ -10,7 +10,7 @@ from typing import List, Optional
 
 from ..errors import UserError
 from .records import best_record, mean_latency, open_database, records_for, workload_flops
-from .resume import resume_point, warmed_cost_model
+from .resume import resume_point, warmed_cost_model, workload_tag
 
 STRATEGIES = ("stock", "pruner", "moa", "replay")
 ROUND_LOG = os.path.join("logs", "ms_pruner_rounds.jsonl")
@@ -93,10 +93,11 @@ def metaschedule_logging_guard():
 
 @contextlib.contextmanager
 def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder, runner, desc: str,
-                         progress: bool, resume=None):
+                         progress: bool, resume=None, workload: Optional[str] = None):
     """Yields (clock, kwargs for ms.tune_*): timed builder and runner, progress callback, round log.
 
-    ``resume`` (a ResumePoint) continues an earlier call's round log. The progress bar closes and
+    ``resume`` (a ResumePoint) continues an earlier call's round log; ``workload`` tags the
+    round lines with the tuned workload (resume.workload_tag). The progress bar closes and
     the logging guard lifts however the tuning call ends.
     """
     from tqdm import tqdm
@@ -108,7 +109,8 @@ def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder
 
     bar = tqdm(total=total_trials, unit="trial", desc=desc, disable=not progress)
     clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=total_trials,
-                       strategy_timings=getattr(strategy_obj, "timings", None), resume=resume)
+                       strategy_timings=getattr(strategy_obj, "timings", None), resume=resume,
+                       workload=workload)
     measure = {
         "builder": TimedBuilder(make_builder(builder) if isinstance(builder, str) else builder, clock),
         "runner": TimedRunner(runner if runner is not None else make_runner(), clock),
@@ -164,13 +166,14 @@ def tune_tir(
     flops = workload_flops(workload)
     started = time.perf_counter()
     log_path = os.path.join(work_dir, ROUND_LOG)
-    resume = resume_point(log_path, existing)
+    tag = workload_tag(workload)
+    resume = resume_point(log_path, existing, tag)
     rounds: List[dict] = list(resume.rounds) if resume else []
     warmed_on = 0
     if remaining > 0:
         strategy_obj, model = search or search_components(strategy, target, pretrained, seed, cost_model)
         with instrumented_session(work_dir, remaining, strategy_obj, builder, runner, f"tuning ({strategy})",
-                                  progress, resume) as (clock, measure):
+                                  progress, resume, tag) as (clock, measure):
             if resume is not None:
                 model, warmed_on = warmed_cost_model(model, workload, target, existing)
             ms.tune_tir(

@@ -43,13 +43,14 @@ class RoundTiming:
     wall_s: float  # since the run began, summed over the calls that made it (resume.py)
     strategy: dict = dataclasses.field(default_factory=dict)  # the search's own split (PrunerSearch)
     session: int = 0  # which call of a resumed run measured this round
+    workload: Optional[str] = None  # resume.workload_tag of a tune_tir run (a work dir may hold several)
 
 
 class RoundClock:
     """Timestamps shared by TimedBuilder, TimedRunner and ProgressCallback."""
 
     def __init__(self, log_path: Optional[str] = None, progress=None, total_trials: int = 0,
-                 strategy_timings: Optional[list] = None, resume=None):
+                 strategy_timings: Optional[list] = None, resume=None, workload: Optional[str] = None):
         self.start = time.perf_counter()
         self.last_round_end = self.start
         self.build_span = (0.0, 0.0)
@@ -62,6 +63,7 @@ class RoundClock:
         self.progress = progress
         self.strategy_timings = strategy_timings if strategy_timings is not None else []
         self._timings_seen = 0
+        self.workload = workload
         self.first_round, self.wall_offset, self.session = 0, 0.0, 0
         if resume is not None:
             self.first_round, self.wall_offset, self.session = len(resume.rounds), resume.wall_s, resume.session
@@ -102,6 +104,7 @@ class RoundClock:
             wall_s=self.wall_offset + now - self.start,
             strategy=self._new_strategy_timing(),
             session=self.session,
+            workload=self.workload,
         )
         self.rounds.append(timing)
         self.last_round_end = now

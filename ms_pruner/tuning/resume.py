@@ -34,25 +34,35 @@ class ResumePoint:
     session: int  # this call's index among the calls that made the run
 
 
-def logged_rounds(log_path: str) -> List[dict]:
-    """The rounds in a work dir's round log; a line cut short by a kill mid-write is skipped."""
+def workload_tag(mod) -> str:
+    """A short name of a workload for the round log: one work dir may tune several."""
+    import tvm_ffi
+
+    return f"{int(tvm_ffi.structural_hash(mod)) & ((1 << 64) - 1):016x}"
+
+
+def logged_rounds(log_path: str, workload: Optional[str] = None) -> List[dict]:
+    """The rounds in a work dir's round log (of ``workload`` only, when given); a line cut short by
+    a kill mid-write is skipped."""
     if not os.path.exists(log_path):
         return []
     rounds = []
     with open(log_path, encoding="utf-8") as handle:
         for line in handle:
             try:
-                rounds.append(json.loads(line))
+                entry = json.loads(line)
             except ValueError:
                 continue
+            if workload is None or entry.get("workload") == workload:
+                rounds.append(entry)
     return rounds
 
 
-def resume_point(log_path: str, records) -> Optional[ResumePoint]:
+def resume_point(log_path: str, records, workload: Optional[str] = None) -> Optional[ResumePoint]:
     """None when nothing of the workload was measured yet (a fresh run)."""
     if not records:
         return None
-    rounds = logged_rounds(log_path)
+    rounds = logged_rounds(log_path, workload)
     best = best_record(records)
     return ResumePoint(
         rounds=rounds,
