@@ -188,20 +188,20 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
         for strategy in strategies:
             if strategy in entry["runs"]:
                 continue
-            pending = entry.setdefault("pending", {})
+            pending, calls = entry.setdefault("pending", {}), entry.setdefault("calls", {})
             if strategy not in pending:
                 pending[strategy] = os.path.join(out_dir, "work", workload.spec.replace(":", "_"),
                                                  f"{strategy}-{stamp}")
-                entry["summary"] = summarize(entry["runs"])
-                if on_run is not None:
-                    on_run(report)
+            calls[strategy] = calls.get(strategy, 0) + 1
+            entry["summary"] = summarize(entry["runs"])
+            if on_run is not None:
+                on_run(report)
             work_dir = pending[strategy]
             result = tune_tir(workload.prim_func(), choice.target, work_dir, trials, strategy=strategy,
                               builder=builder, seed=seed, num_trials_per_iter=per_iter,
                               pretrained=pretrained if strategy == "moa" else None, progress=progress)
             entry["runs"][strategy] = {"work_dir": work_dir, "best_latency_s": result.best_latency_s,
-                                       "curve": _curve(result),
-                                       "calls": 1 + max((r.get("session", 0) for r in result.rounds), default=0)}
+                                       "curve": _curve(result), "calls": calls.pop(strategy)}
             del pending[strategy]
             entry["summary"] = summarize(entry["runs"])
             if on_run is not None:
