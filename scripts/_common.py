@@ -49,3 +49,23 @@ def tune_context(mod, target, strategy, seed: int, threads: int):
 
     return ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy,
                           task_name="main", rand_state=seed, num_threads=threads).clone()
+
+
+def add_workload_arguments(parser) -> None:
+    """--workload/--gpu: search a workload that has no measured database (cold round only)."""
+    parser.add_argument("--workload", default=None, help="a workload spec without a database: cold round only")
+    parser.add_argument("--gpu", default="h100", help="the GPU whose target --workload is searched for")
+
+
+def workload_and_target(args):
+    """(normalised IRModule, target) of ``--workload`` on ``--gpu``."""
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.tuning.driver import normalized_mod
+    from ms_pruner.workloads import parse_workload
+
+    return normalized_mod(parse_workload(args.workload).prim_func()), get_gpu_spec(args.gpu).target()
+
+
+def searched_source(args, target) -> dict:
+    """What a result JSON says was searched: the --workload and its target, or the --db."""
+    return {"workload": args.workload, "target": str(target)} if args.workload else {"db": os.path.normpath(args.db)}

@@ -24,7 +24,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import H100_MM4096, command_line, machine, tune_context, write_json  # noqa: E402
+from _common import (H100_MM4096, add_workload_arguments, command_line, machine, searched_source,  # noqa: E402
+                     tune_context, workload_and_target, write_json)
 
 
 def _family(estimate) -> str:
@@ -117,8 +118,7 @@ def main() -> int:
                         help="cold-round drafts to compare, GENERATIONSxPOPULATION[^SELECTION_POWER], comma-separated")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--per-iter", type=int, default=64)
-    parser.add_argument("--workload", default=None, help="a workload spec without a database (see above)")
-    parser.add_argument("--gpu", default="h100", help="the GPU whose target --workload is searched for")
+    add_workload_arguments(parser)
     parser.add_argument("--random", type=int, default=128, help="random samples for --workload's scale")
     args = parser.parse_args()
 
@@ -127,13 +127,9 @@ def main() -> int:
 
     from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.builder import default_max_workers
-    from ms_pruner.tuning.driver import normalized_mod
 
     if args.workload:
-        from ms_pruner.hardware import get_gpu_spec
-        from ms_pruner.workloads import parse_workload
-
-        mod, target = normalized_mod(parse_workload(args.workload).prim_func()), get_gpu_spec(args.gpu).target()
+        mod, target = workload_and_target(args)
         analyzer = StaticAnalyzer.for_target(target)
         reference = random_reference(mod, target, args.random, analyzer, default_max_workers())
     else:
@@ -163,10 +159,8 @@ def main() -> int:
                   f"{len(run['families'])} families; {versus}", flush=True)
             runs.append(run)
     if args.out:
-        source = {"workload": args.workload, "target": str(target)} if args.workload else \
-            {"db": os.path.normpath(args.db)}
-        write_json(args.out, dict({"command": command_line(), "machine": machine()}, **source, reference=reference,
-                                  runs=runs))
+        write_json(args.out, dict({"command": command_line(), "machine": machine()}, **searched_source(args, target),
+                                  reference=reference, runs=runs))
     return 0
 
 

@@ -25,7 +25,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import H100_MM4096, command_line, machine, tune_context, write_json  # noqa: E402
+from _common import (H100_MM4096, add_workload_arguments, command_line, machine, searched_source,  # noqa: E402
+                     tune_context, workload_and_target, write_json)
 
 
 NOT_MEASURED = "not measured (search-overhead benchmark)"
@@ -79,8 +80,7 @@ def search_rounds(strategy: str, mod, target, records, schedules, latency, warm:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default=H100_MM4096)
-    parser.add_argument("--workload", default=None, help="a workload spec: cold round only, no database")
-    parser.add_argument("--gpu", default="h100", help="the GPU whose target --workload is searched for")
+    add_workload_arguments(parser)
     parser.add_argument("--out", default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--per-iter", type=int, default=64)
@@ -94,13 +94,8 @@ def main() -> int:
     from ms_pruner.cost_model.evaluate import load_measured
 
     if args.workload:
-        from ms_pruner.hardware import get_gpu_spec
-        from ms_pruner.tuning.driver import normalized_mod
-        from ms_pruner.workloads import parse_workload
-
         records, schedules, latency = [], [], []
-        mod, target = normalized_mod(parse_workload(args.workload).prim_func()), get_gpu_spec(args.gpu).target()
-        states = (False,)
+        (mod, target), states = workload_and_target(args), (False,)
     else:
         records, schedules, latency = load_measured(args.db)
         mod, target, states = records[0].workload.mod, records[0].target, (False, True)
@@ -114,9 +109,8 @@ def main() -> int:
             print(f"{strategy:6s} {entry['state']}: search per round {searched}; "
                   f"model update {entry['update_s']:.1f} s on {entry['records']} records", flush=True)
             rounds.append(entry)
-    source = {"workload": args.workload, "target": str(target)} if args.workload else {"db": os.path.normpath(args.db)}
-    payload = dict({"command": command_line(), "machine": machine(), "threads": threads}, **source,
-                   per_iter=args.per_iter, runs=rounds)
+    payload = dict({"command": command_line(), "machine": machine(), "threads": threads},
+                   **searched_source(args, target), per_iter=args.per_iter, runs=rounds)
     if args.out:
         write_json(args.out, payload)
     return 0

@@ -149,14 +149,15 @@ class PrunerSearch(PySearchStrategy):
             evolution.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database=self.database,
                                  cost_model=fitness)
         workload = self.database.commit_workload(self.context.mod)
-        earlier = []
+        schedules, latencies = [], []
         for record in self.database.get_top_k(workload, 1 << 30):
-            sch = self.space.replay(record.trace, seed=1)
-            self._note_measured(record.trace, mean_latency(record), sch.mod if sch is not None else None)
+            sch, latency = self.space.replay(record.trace, seed=1), mean_latency(record)
+            self._note_measured(record.trace, latency, sch.mod if sch is not None else None)
             if sch is not None:
-                earlier.append((sch, mean_latency(record)))
-        if self.own_model is not None and earlier:  # a resumed run: the MoA model learns what was measured
-            self.own_model.update(self.context, *measured_batch([s for s, _ in earlier], [lat for _, lat in earlier]))
+                schedules.append(sch)
+                latencies.append(latency)
+        if self.own_model is not None and schedules:  # a resumed run: the MoA model learns what was measured
+            self.own_model.update(self.context, *measured_batch(schedules, latencies))
 
     def post_tuning(self) -> None:
         for evolution in (self.inner, self.inner_cold):

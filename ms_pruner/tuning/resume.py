@@ -20,7 +20,7 @@ import json
 import os
 from typing import List, Optional
 
-from .records import FAILED_RUN_SECONDS, best_record, mean_latency
+from .records import best_record, mean_latency
 
 
 @dataclasses.dataclass
@@ -41,8 +41,8 @@ def workload_tag(mod) -> str:
     return f"{int(tvm_ffi.structural_hash(mod)) & ((1 << 64) - 1):016x}"
 
 
-def logged_rounds(log_path: str, workload: Optional[str] = None) -> List[dict]:
-    """The rounds in a work dir's round log (of ``workload`` only, when given); a line cut short by
+def logged_rounds(log_path: str, workload: str) -> List[dict]:
+    """The rounds of ``workload`` (its workload_tag) in a work dir's round log; a line cut short by
     a kill mid-write is skipped."""
     if not os.path.exists(log_path):
         return []
@@ -53,12 +53,12 @@ def logged_rounds(log_path: str, workload: Optional[str] = None) -> List[dict]:
                 entry = json.loads(line)
             except ValueError:
                 continue
-            if workload is None or entry.get("workload") == workload:
+            if entry.get("workload") == workload:
                 rounds.append(entry)
     return rounds
 
 
-def resume_point(log_path: str, records, workload: Optional[str] = None) -> Optional[ResumePoint]:
+def resume_point(log_path: str, records, workload: str) -> Optional[ResumePoint]:
     """None when nothing of the workload was measured yet (a fresh run)."""
     if not records:
         return None
@@ -82,10 +82,9 @@ def warmed_cost_model(model, workload, target, records, num_threads: Optional[in
     come back unchanged, having nothing to learn.
     """
     from tvm.s_tir import meta_schedule as ms
-    from tvm.s_tir.meta_schedule.runner import RunnerResult
-    from tvm.s_tir.schedule import Schedule
 
-    from .records import measure_candidate
+    from ..analysis.db_eval import replay_record
+    from .records import measured_batch
 
     if num_threads is None:
         num_threads = ms.utils.cpu_count(logical=False)
@@ -93,17 +92,14 @@ def warmed_cost_model(model, workload, target, records, num_threads: Optional[in
         model = ms.CostModel.create("xgb", num_tuning_cores=num_threads, tree_method="auto")
     if isinstance(model, str):
         return model, 0
-    context = ms.TuneContext(mod=workload, target=target, task_name="main", num_threads=num_threads)
-    candidates, results = [], []
+    schedules, latency = [], []
     for record in records:
-        sch = Schedule(workload, error_render_level="none")
         try:
-            record.trace.apply_to_schedule(sch, remove_postproc=False)
+            schedules.append(replay_record(record))
         except Exception:  # pylint: disable=broad-except
             continue
-        candidates.append(measure_candidate(sch))
-        latency = mean_latency(record)
-        results.append(RunnerResult(run_secs=[latency if latency < FAILED_RUN_SECONDS else 1e10], error_msg=None))
-    if candidates:
-        model.update(context, candidates, results)
-    return model, len(candidates)
+        latency.append(mean_latency(record))
+    if schedules:
+        context = ms.TuneContext(mod=workload, target=target, task_name="main", num_threads=num_threads)
+        model.update(context, *measured_batch(schedules, latency))
+    return model, len(schedules)
