@@ -41,15 +41,22 @@ def _draft(spec: str):
     return generations, population, float(power or 1.0)
 
 
+def _narrow_copies(estimate) -> bool:
+    """Whether a global->shared copy moves 4 bytes or fewer per thread and instruction (the
+    database's best tile measured 7-40% slower with such fetches than with 8- or 16-byte ones)."""
+    return any(c.src_scope == "global" and c.dst_scope.startswith("shared") and c.vector_lanes * c.elem_bytes <= 4
+               for f in estimate.features for c in f.copies)
+
+
 def cold_round(mod, target, generations: int, population: int, power: float, seed: int, threads: int,
-               per_iter: int, analyzer) -> dict:
+               per_iter: int, analyzer, polish_tiles: int, tie_cap: int) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
     from ms_pruner.cost_model import PaCM
-    from ms_pruner.search import PrunerSearch
+    from ms_pruner.search import PrunerSearch, tile_decisions
 
     strategy = PrunerSearch(cold_genetic_iters=generations, cold_population=population, cold_selection_power=power,
-                            seed=seed)
+                            cold_polish_tiles=polish_tiles, tie_cap=tie_cap, seed=seed)
     context = tune_context(mod, target, strategy, seed, threads)
     context.pre_tuning(max_trials=4 * per_iter, num_trials_per_iter=per_iter,
                        design_spaces=context.generate_design_space(), database=ms.database.MemoryDatabase(),
@@ -59,9 +66,13 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
     seconds = time.perf_counter() - start
     estimates = [analyzer.estimate(c.sch) for c in picks]
     families = collections.Counter(_family(e) for e in estimates)
+    ties = collections.Counter(f"{e.latency_s:.6g}" for e in estimates)
     return {"generations": generations, "population": population, "selection_power": power, "seed": seed,
-            "search_s": seconds, "split": strategy.timings[-1],
-            "picks_estimate_us": sorted(e.latency_s * 1e6 for e in estimates), "families": dict(families)}
+            "polish_tiles": polish_tiles, "tie_cap": tie_cap, "search_s": seconds, "split": strategy.timings[-1],
+            "picks_estimate_us": sorted(e.latency_s * 1e6 for e in estimates), "families": dict(families),
+            "picks_with_narrow_copies": sum(_narrow_copies(e) for e in estimates),
+            "most_picks_sharing_an_estimate": max(ties.values()),
+            "distinct_tilings": len({tile_decisions(c.sch.trace) for c in picks})}
 
 
 def database_reference(path: str, analyzer) -> dict:
@@ -117,6 +128,8 @@ def main() -> int:
     parser.add_argument("--drafts", default="5x512,3x384^8",
                         help="cold-round drafts to compare, GENERATIONSxPOPULATION[^SELECTION_POWER], comma-separated")
     parser.add_argument("--seeds", default="0")
+    parser.add_argument("--polish-tiles", default="8", help="cold_polish_tiles values to compare, comma-separated")
+    parser.add_argument("--tie-caps", default="2", help="tie_cap values to compare, comma-separated")
     parser.add_argument("--per-iter", type=int, default=64)
     add_workload_arguments(parser)
     parser.add_argument("--random", type=int, default=128, help="random samples for --workload's scale")
@@ -141,9 +154,12 @@ def main() -> int:
         reference = database_reference(args.db, analyzer)
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):
-        for generations, population, power in map(_draft, args.drafts.split(",")):
+        variants = [(draft, int(polish), int(cap)) for draft in args.drafts.split(",")
+                    for polish in args.polish_tiles.split(",") for cap in args.tie_caps.split(",")]
+        for draft, polish, cap in variants:
+            generations, population, power = _draft(draft)
             run = cold_round(mod, target, generations, population, power, seed, default_max_workers(), args.per_iter,
-                             analyzer)
+                             analyzer, polish, cap)
             picks = np.array(run["picks_estimate_us"])
             if "best_estimate_us" in reference:
                 run["picks_below_best_estimate"] = int((picks < reference["best_estimate_us"]).sum())
@@ -154,9 +170,11 @@ def main() -> int:
                 scale = reference["random_estimate_us"]
                 run["picks_below_random_min"] = int((picks < scale["min"]).sum()) if scale else 0
                 versus = f"{run['picks_below_random_min']} below the best random sample's estimate"
-            print(f"seed {seed}, {generations} generations of {population}, selection power {power:g}: "
-                  f"{run['search_s']:.1f} s; pick estimates min {picks.min():.1f}, median {np.median(picks):.1f} us, "
-                  f"{len(run['families'])} families; {versus}", flush=True)
+            print(f"seed {seed}, {generations} generations of {population}, selection power {power:g}, "
+                  f"polish {polish}, tie cap {cap}: {run['search_s']:.1f} s; pick estimates min {picks.min():.1f}, "
+                  f"median {np.median(picks):.1f} us, {len(run['families'])} families, "
+                  f"{run['distinct_tilings']} tilings, {run['picks_with_narrow_copies']} with narrow copies, at most "
+                  f"{run['most_picks_sharing_an_estimate']} sharing an estimate; {versus}", flush=True)
             runs.append(run)
     if args.out:
         write_json(args.out, dict({"command": command_line(), "machine": machine()}, **searched_source(args, target),

@@ -18,6 +18,7 @@ from ..errors import UserError
 from .driver import tune_tir
 
 
+STRATEGY_PARTS = ("sample_s", "draft_s", "polish_s", "verify_s", "droplet_s")  # PrunerSearch's timings
 GEMM_KINDS = ("matmul", "matmul_nt", "batch_matmul", "dense_bias", "dense_bias_relu")
 
 
@@ -279,8 +280,7 @@ def markdown_table(report: dict) -> str:
         for name, run in entry["runs"].items():
             for point in run["curve"]:
                 split = point["strategy_split"]
-                parts = ", ".join(f"{k[:-2]} {split[k]:.1f}" for k in ("sample_s", "draft_s", "verify_s", "droplet_s")
-                                  if k in split)
+                parts = ", ".join(f"{k[:-2]} {split[k]:.1f}" for k in STRATEGY_PARTS if k in split)
                 call = f" (call {point['call'] + 1})" if run.get("calls", 1) > 1 else ""
                 lines.append(f"- `{spec}` {name} round {point['round']}{call}: search {point['search_s']:.1f}, "
                              f"model update {point['update_s']:.1f}, build {point['build_s']:.1f}, "
