@@ -41,22 +41,27 @@ def _draft(spec: str):
     return generations, population, float(power or 1.0)
 
 
+def _fetch_bytes(estimate) -> tuple:
+    """Bytes per thread and instruction of each global->shared copy (the operand fetches), in order."""
+    return tuple(int(c.vector_lanes * c.elem_bytes) for f in estimate.features for c in f.copies
+                 if c.src_scope == "global" and c.dst_scope.startswith("shared"))
+
+
 def _narrow_copies(estimate) -> bool:
-    """Whether a global->shared copy moves 4 bytes or fewer per thread and instruction (the
-    database's best tile measured 7-40% slower with such fetches than with 8- or 16-byte ones)."""
-    return any(c.src_scope == "global" and c.dst_scope.startswith("shared") and c.vector_lanes * c.elem_bytes <= 4
-               for f in estimate.features for c in f.copies)
+    """Whether an operand fetch moves 4 bytes or fewer per thread and instruction (the database's
+    best family measured slower with such fetches: ``fetch_widths_in_best_family``)."""
+    return any(width <= 4 for width in _fetch_bytes(estimate))
 
 
 def cold_round(mod, target, generations: int, population: int, power: float, seed: int, threads: int,
-               per_iter: int, analyzer, polish_tiles: int, tie_cap: int) -> dict:
+               per_iter: int, analyzer) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
     from ms_pruner.cost_model import PaCM
     from ms_pruner.search import PrunerSearch, tile_decisions
 
     strategy = PrunerSearch(cold_genetic_iters=generations, cold_population=population, cold_selection_power=power,
-                            cold_polish_tiles=polish_tiles, tie_cap=tie_cap, seed=seed)
+                            seed=seed)
     context = tune_context(mod, target, strategy, seed, threads)
     context.pre_tuning(max_trials=4 * per_iter, num_trials_per_iter=per_iter,
                        design_spaces=context.generate_design_space(), database=ms.database.MemoryDatabase(),
@@ -68,7 +73,7 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
     families = collections.Counter(_family(e) for e in estimates)
     ties = collections.Counter(f"{e.latency_s:.6g}" for e in estimates)
     return {"generations": generations, "population": population, "selection_power": power, "seed": seed,
-            "polish_tiles": polish_tiles, "tie_cap": tie_cap, "search_s": seconds, "split": strategy.timings[-1],
+            "search_s": seconds, "split": strategy.timings[-1],
             "picks_estimate_us": sorted(e.latency_s * 1e6 for e in estimates), "families": dict(families),
             "picks_with_narrow_copies": sum(_narrow_copies(e) for e in estimates),
             "most_picks_sharing_an_estimate": max(ties.values()),
@@ -87,10 +92,17 @@ def database_reference(path: str, analyzer) -> dict:
     measured_families = collections.defaultdict(list)
     for lat, est in measured:
         measured_families[_family(est)].append(lat * 1e6)
+    by_fetch = collections.defaultdict(list)
+    for lat, est in measured:
+        if _family(est) == _family(best_estimate):
+            by_fetch[",".join(map(str, _fetch_bytes(est)))].append((lat * 1e6, est.latency_s * 1e6))
     reference = {"best_measured_us": best_latency * 1e6, "best_estimate_us": best_estimate.latency_s * 1e6,
                  "best_family": _family(best_estimate),
                  "measured_families": {k: {"records": len(v), "min_us": min(v), "median_us": float(np.median(v))}
-                                       for k, v in measured_families.items()}}
+                                       for k, v in measured_families.items()},
+                 "fetch_widths_in_best_family": {
+                     k: {"records": len(v), "min_us": min(v)[0], "its_estimate_us": min(v)[1]}
+                     for k, v in sorted(by_fetch.items())}}
     print(f"database best {reference['best_measured_us']:.1f} us measured, {reference['best_estimate_us']:.1f} us "
           f"estimated ({reference['best_family']})")
     return reference
@@ -128,8 +140,6 @@ def main() -> int:
     parser.add_argument("--drafts", default="5x512,3x384^8",
                         help="cold-round drafts to compare, GENERATIONSxPOPULATION[^SELECTION_POWER], comma-separated")
     parser.add_argument("--seeds", default="0")
-    parser.add_argument("--polish-tiles", default="8", help="cold_polish_tiles values to compare, comma-separated")
-    parser.add_argument("--tie-caps", default="2", help="tie_cap values to compare, comma-separated")
     parser.add_argument("--per-iter", type=int, default=64)
     add_workload_arguments(parser)
     parser.add_argument("--random", type=int, default=128, help="random samples for --workload's scale")
@@ -154,12 +164,9 @@ def main() -> int:
         reference = database_reference(args.db, analyzer)
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):
-        variants = [(draft, int(polish), int(cap)) for draft in args.drafts.split(",")
-                    for polish in args.polish_tiles.split(",") for cap in args.tie_caps.split(",")]
-        for draft, polish, cap in variants:
-            generations, population, power = _draft(draft)
+        for generations, population, power in map(_draft, args.drafts.split(",")):
             run = cold_round(mod, target, generations, population, power, seed, default_max_workers(), args.per_iter,
-                             analyzer, polish, cap)
+                             analyzer)
             picks = np.array(run["picks_estimate_us"])
             if "best_estimate_us" in reference:
                 run["picks_below_best_estimate"] = int((picks < reference["best_estimate_us"]).sum())
@@ -170,8 +177,8 @@ def main() -> int:
                 scale = reference["random_estimate_us"]
                 run["picks_below_random_min"] = int((picks < scale["min"]).sum()) if scale else 0
                 versus = f"{run['picks_below_random_min']} below the best random sample's estimate"
-            print(f"seed {seed}, {generations} generations of {population}, selection power {power:g}, "
-                  f"polish {polish}, tie cap {cap}: {run['search_s']:.1f} s; pick estimates min {picks.min():.1f}, "
+            print(f"seed {seed}, {generations} generations of {population}, selection power {power:g}: "
+                  f"{run['search_s']:.1f} s; pick estimates min {picks.min():.1f}, "
                   f"median {np.median(picks):.1f} us, {len(run['families'])} families, "
                   f"{run['distinct_tilings']} tilings, {run['picks_with_narrow_copies']} with narrow copies, at most "
                   f"{run['most_picks_sharing_an_estimate']} sharing an estimate; {versus}", flush=True)

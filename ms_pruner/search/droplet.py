@@ -3,14 +3,13 @@
 A neighbour moves one prime factor between two levels of one tile split (keeping the product,
 so the split stays perfect), or steps one categorical choice (unroll depth, vector width) to the
 adjacent candidate. Exploiting around the best measured schedule this way finds the local
-refinements random mutation keeps missing. ``descend`` walks the same neighbourhood downhill by an
-estimate instead of a measurement (PrunerSearch's cold round, with the static analyzer).
+refinements random mutation keeps missing.
 """
 
 from __future__ import annotations
 
 import random
-from typing import Callable, List, Tuple
+from typing import List, Tuple
 
 
 def _prime_factors(value: int) -> List[int]:
@@ -26,13 +25,12 @@ def _prime_factors(value: int) -> List[int]:
     return factors
 
 
-def neighbour_decisions(trace, tiles: bool = True) -> List[Tuple[object, object]]:
-    """(instruction, new decision) pairs, each one step away from ``trace``'s decisions
-    (categorical ones only when ``tiles`` is False)."""
+def neighbour_decisions(trace) -> List[Tuple[object, object]]:
+    """(instruction, new decision) pairs, each one step away from ``trace``'s decisions."""
     moves = []
     for inst, decision in trace.decisions.items():
         kind = inst.kind.name
-        if kind == "SamplePerfectTile" and tiles:
+        if kind == "SamplePerfectTile":
             factors = [int(x) for x in decision]
             max_innermost = int(inst.attrs[1]) if len(inst.attrs) > 1 else -1
             for src in range(len(factors)):
@@ -71,33 +69,7 @@ def neighbours(space, trace, limit: int, seed: int) -> List:
 
 
 def tile_decisions(trace) -> Tuple[Tuple[int, ...], ...]:
-    """The tile sizes ``trace`` chose (its SamplePerfectTile decisions, in trace order)."""
+    """The tile sizes ``trace`` chose (its SamplePerfectTile decisions, in trace order): schedules
+    equal here differ only in categorical choices such as vector widths and unroll depth."""
     return tuple(tuple(int(x) for x in trace.decisions[inst]) for inst in trace.insts
                  if inst.kind.name == "SamplePerfectTile" and inst in trace.decisions)
-
-
-def descend(space, sch, latency_of: Callable, steps: int, seed: int) -> List:
-    """Coordinate descent from ``sch`` over its categorical decisions (vector widths, unroll depth).
-
-    Each step replays every one-step categorical neighbour, estimates it with ``latency_of`` and
-    moves to the fastest if it beats the current schedule; the tile sizes stay. Returns the
-    schedules the walk moved to, the fastest last (empty when no neighbour is faster).
-    """
-    rng = random.Random(seed)
-    path, current, current_latency = [], sch, latency_of(sch)
-    for _ in range(steps):
-        base = current.trace.simplified(remove_postproc=True)
-        best = None
-        for inst, decision in neighbour_decisions(base, tiles=False):
-            candidate = space.replay(base.with_decision(inst, decision, remove_postproc=True),
-                                     seed=rng.randrange(1, 2**30))
-            if candidate is None:
-                continue
-            latency = latency_of(candidate)
-            if latency < current_latency and (best is None or latency < best[0]):
-                best = (latency, candidate)
-        if best is None:
-            break
-        current_latency, current = best
-        path.append(current)
-    return path

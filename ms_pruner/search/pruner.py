@@ -11,15 +11,10 @@ One round (``generate_measure_candidates``):
    round (nothing of the workload measured yet) draws parents by the analyzer's score raised to
    ``cold_selection_power`` (8 on GPUs, 1 on CPUs, where the analyzer ranks worse) over
    ``cold_genetic_iters`` generations of ``cold_population``: the analyzer alone then chooses what
-   is measured, so on a GPU the draft climbs harder in the same time. On a GPU the cold round then
-   **polishes** the best draft member of each of the ``cold_polish_tiles`` best tile choices by
-   coordinate descent on its vector widths and unroll depth (the analyzer's differences there are
-   small but point the right way, and evolution's random mutations rarely settle them).
+   is measured, so on a GPU the draft climbs harder in the same time.
 3. **Verify** — the tuning cost model (PaCM) scores the draft; the batch takes the best of them,
    an ``eps_greedy`` share of random draft members, and (from round ``droplet_after`` on) the
    neighbours of the best measured schedule that the model likes best (Droplet exploitation).
-   At most ``tie_cap`` of the best take the same score: schedules the model cannot tell apart
-   are not measured by the dozen.
 4. Nothing measured before (same structural hash) is proposed again.
 """
 
@@ -49,16 +44,10 @@ DEFAULTS = dict(
     droplet_neighbours=64,
     carry_over=192,
     fresh_samples=128,
-    cold_polish_tiles=None,
-    polish_steps=3,
-    tie_cap=2,
 )
 # The cold round's parent-selection power when none is given, by how far the analyzer is trusted:
 # its GPU model ranks the real H100 records at Spearman 0.95, its CPU model the CPU ones at ~0.3.
 COLD_SELECTION_POWER = {"gpu": 8.0, "cpu": 1.0}
-# Tile choices whose best draft member the cold round polishes, when none is given: only where the
-# analyzer's small differences are worth following (not its CPU model).
-COLD_POLISH_TILES = {"gpu": 8, "cpu": 0}
 MIN_FRESH_SAMPLES = 16
 FIRST_ROUND_SAMPLES = 50
 
@@ -84,9 +73,7 @@ class PrunerSearch(PySearchStrategy):
                  eps_greedy: float = DEFAULTS["eps_greedy"], droplet_after: int = DEFAULTS["droplet_after"],
                  droplet_share: float = DEFAULTS["droplet_share"],
                  droplet_neighbours: int = DEFAULTS["droplet_neighbours"], carry_over: int = DEFAULTS["carry_over"],
-                 fresh_samples: int = DEFAULTS["fresh_samples"],
-                 cold_polish_tiles: Optional[int] = DEFAULTS["cold_polish_tiles"],
-                 polish_steps: int = DEFAULTS["polish_steps"], tie_cap: int = DEFAULTS["tie_cap"], seed: int = 0,
+                 fresh_samples: int = DEFAULTS["fresh_samples"], seed: int = 0,
                  pretrained: Optional[str] = None, momentum: float = 0.9, timings: Optional[list] = None):
         super().__init__()
         self.params = dict(population=population, draft_size=draft_size, genetic_iters=genetic_iters,
@@ -96,8 +83,7 @@ class PrunerSearch(PySearchStrategy):
                            init_measured_ratio=init_measured_ratio,
                            eps_greedy=eps_greedy, droplet_after=droplet_after, droplet_share=droplet_share,
                            droplet_neighbours=droplet_neighbours, carry_over=carry_over,
-                           fresh_samples=fresh_samples, cold_polish_tiles=cold_polish_tiles,
-                           polish_steps=polish_steps, tie_cap=tie_cap, seed=seed, pretrained=pretrained,
+                           fresh_samples=fresh_samples, seed=seed, pretrained=pretrained,
                            momentum=momentum)
         self.timings = timings if timings is not None else []
         self.rng = random.Random(seed)
@@ -108,7 +94,6 @@ class PrunerSearch(PySearchStrategy):
         self.analyzer = None
         self.psa = None  # the analyzer as fitness of the warm draft (selection power 1)
         self.psa_cold = None  # ... and of the cold draft (cold_selection_power)
-        self.polish_tiles = 0
 
     # -- MetaSchedule plumbing ------------------------------------------------------------
     def _initialize_with_tune_context(self, context) -> None:
@@ -123,9 +108,6 @@ class PrunerSearch(PySearchStrategy):
         power = self.params["cold_selection_power"]
         self.psa_cold = PSACostModel(self.analyzer, power=float(power) if power is not None else
                                      COLD_SELECTION_POWER["gpu" if self.analyzer.is_gpu else "cpu"])
-        kind = "gpu" if self.analyzer.is_gpu else "cpu"
-        tiles = self.params["cold_polish_tiles"]
-        self.polish_tiles = int(tiles) if tiles is not None else COLD_POLISH_TILES[kind]
         self.inner = self._evolution(self.params["population"], self.params["genetic_iters"])
         self.inner_cold = self._evolution(self.params["cold_population"], self.params["cold_genetic_iters"])
 
@@ -221,12 +203,6 @@ class PrunerSearch(PySearchStrategy):
         timing["draft_s"] = time.perf_counter() - start
         timing["draft_analyzer_s"] = fitness.seconds - psa_seconds
         timing["draft"] = len(draft)
-        if cold and self.polish_tiles:
-            start = time.perf_counter()
-            polished = self._polish(draft)
-            draft = polished + draft
-            timing["polish_s"] = time.perf_counter() - start
-            timing["polished"] = len(polished)
 
         start = time.perf_counter()
         droplet = []
@@ -287,26 +263,20 @@ class PrunerSearch(PySearchStrategy):
         n_best = batch - n_droplet - n_random
         picks, seen = [], set()
 
-        def take(schedules, count, ties=None):
-            """``ties``: each schedule's score, of which at most tie_cap picks may share one."""
-            shared = {}
-            for index, sch in enumerate(schedules):
+        def take(schedules, count):
+            for sch in schedules:
                 if count <= 0 or len(picks) >= batch:
                     break
                 key = self._key(sch.mod)
                 if key in seen or key in self.measured:
                     continue
-                if ties is not None:
-                    if shared.get(ties[index], 0) >= self.params["tie_cap"]:
-                        continue
-                    shared[ties[index]] = shared.get(ties[index], 0) + 1
                 seen.add(key)
                 picks.append(sch)
                 count -= 1
 
-        take(self._rank(droplet)[0], n_droplet)
-        ranked_draft, scores = self._rank(draft)
-        take(ranked_draft, n_best, scores)
+        take(self._rank(droplet), n_droplet)
+        ranked_draft = self._rank(draft)
+        take(ranked_draft, n_best)
         rest = [s for s in draft if self._key(s.mod) not in seen]
         self.rng.shuffle(rest)
         take(rest, n_random)
@@ -314,43 +284,14 @@ class PrunerSearch(PySearchStrategy):
         self.carry = [s for s in ranked_draft if self._key(s.mod) not in seen][:self.params["carry_over"]]
         return picks
 
-    def _rank(self, schedules: List):
-        """(schedules best first, their scores rounded so that equal predictions compare equal, or
-        None without a cost model)."""
-        if not schedules or self.cost_model is None:
-            return list(schedules), None
+    def _rank(self, schedules: List) -> List:
+        if not schedules:
+            return []
+        if self.cost_model is None:
+            return list(schedules)
         scores = self.cost_model.predict(self.context, [measure_candidate(s) for s in schedules])
         order = sorted(range(len(schedules)), key=lambda i: -float(scores[i]))
-        return [schedules[i] for i in order], [float(f"{float(scores[i]):.6g}") for i in order]
-
-    def _polish(self, draft: List) -> List:
-        """Schedules found by descending (droplet.descend, by the analyzer) from the best draft member
-        of each of the ``polish_tiles`` best tile choices, not in the draft already."""
-        from .droplet import descend, tile_decisions
-
-        estimates = {}
-
-        def latency_of(sch) -> float:
-            key = self._key(sch.mod)
-            if key not in estimates:
-                estimates[key] = self.analyzer.estimate(sch.mod).latency_s
-            return estimates[key]
-
-        starts, tiles = [], set()
-        for sch in sorted(draft, key=latency_of):
-            tile = tile_decisions(sch.trace)
-            if tile not in tiles and len(starts) < self.polish_tiles:
-                tiles.add(tile)
-                starts.append(sch)
-        known = {self._key(s.mod) for s in draft} | self.measured
-        polished = []
-        for sch in starts:
-            for found in descend(self.space, sch, latency_of, self.params["polish_steps"], self.rng.randrange(1 << 30)):
-                key = self._key(found.mod)
-                if key not in known:
-                    known.add(key)
-                    polished.append(found)
-        return polished
+        return [schedules[i] for i in order]
 
     def _note_measured(self, trace, latency: float, mod) -> None:
         if mod is not None:
