@@ -123,6 +123,34 @@ def test_droplet_moves_are_one_step(tensor_intrinsics):
         assert (moved == tiles) == (inst.kind.name != "SamplePerfectTile")
 
 
+def test_categorical_mutator_moves_one_categorical_decision(tensor_intrinsics):
+    """MutateCategorical changes exactly one SampleCategorical decision (fetch width or unroll), to
+    another of its candidates, and results replay through the postprocessors."""
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.mutator import MutateCategorical
+
+    space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), get_gpu_spec("h100").target())
+    (sch,) = space.sample(1, seed=2)
+    trace = sch.trace.simplified(remove_postproc=True)
+
+    def categorical(t, wanted=True):
+        return [str(t.decisions[i]) for i in t.insts
+                if i in t.decisions and (i.kind.name == "SampleCategorical") == wanted]
+
+    mutator = MutateCategorical(seed=0)
+    changed, replayed = set(), 0
+    for _ in range(12):
+        mutated = mutator.apply(trace)
+        replayed += space.replay(mutated, seed=1) is not None  # the postprocessors may reject some
+        diff = [k for k, (a, b) in enumerate(zip(categorical(trace), categorical(mutated))) if a != b]
+        assert len(diff) == 1
+        changed.add(diff[0])
+        assert categorical(trace, wanted=False) == categorical(mutated, wanted=False)
+    assert len(changed) > 1, "the mutator should reach more than one decision"
+    assert replayed > 0
+
+
 def test_selection_power_sharpens_the_draft_parent_weights_but_keeps_the_order(tensor_intrinsics):
     """The analyzer's scores weight MetaSchedule's parent draw; a power above 1 favours the fastest."""
     from ms_pruner.analysis import StaticAnalyzer

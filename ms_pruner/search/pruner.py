@@ -11,7 +11,9 @@ One round (``generate_measure_candidates``):
    round (nothing of the workload measured yet) draws parents by the analyzer's score raised to
    ``cold_selection_power`` (8 on GPUs, 1 on CPUs, where the analyzer ranks worse) over
    ``cold_genetic_iters`` generations of ``cold_population``: the analyzer alone then chooses what
-   is measured, so on a GPU the draft climbs harder in the same time.
+   is measured, so on a GPU the draft climbs harder in the same time. On a GPU the draft's mutators
+   also redraw categorical decisions (``categorical_mutate_prob``, ``mutator.MutateCategorical``):
+   MetaSchedule's own never change the operand fetch widths the sampler drew.
 3. **Verify** — the tuning cost model (PaCM) scores the draft; the batch takes the best of them,
    an ``eps_greedy`` share of random draft members, and (from round ``droplet_after`` on) the
    neighbours of the best measured schedule that the model likes best (Droplet exploitation).
@@ -44,10 +46,14 @@ DEFAULTS = dict(
     droplet_neighbours=64,
     carry_over=192,
     fresh_samples=128,
+    categorical_mutate_prob=None,
 )
 # The cold round's parent-selection power when none is given, by how far the analyzer is trusted:
 # its GPU model ranks the real H100 records at Spearman 0.95, its CPU model the CPU ones at ~0.3.
 COLD_SELECTION_POWER = {"gpu": 8.0, "cpu": 1.0}
+# Share of the draft's mutations that redraw a categorical decision, when none is given (CPU sketches'
+# categorical decisions are unroll depths, which MutateUnroll already covers).
+CATEGORICAL_MUTATE_PROB = {"gpu": 0.2, "cpu": 0.0}
 MIN_FRESH_SAMPLES = 16
 FIRST_ROUND_SAMPLES = 50
 
@@ -73,7 +79,8 @@ class PrunerSearch(PySearchStrategy):
                  eps_greedy: float = DEFAULTS["eps_greedy"], droplet_after: int = DEFAULTS["droplet_after"],
                  droplet_share: float = DEFAULTS["droplet_share"],
                  droplet_neighbours: int = DEFAULTS["droplet_neighbours"], carry_over: int = DEFAULTS["carry_over"],
-                 fresh_samples: int = DEFAULTS["fresh_samples"], seed: int = 0,
+                 fresh_samples: int = DEFAULTS["fresh_samples"],
+                 categorical_mutate_prob: Optional[float] = DEFAULTS["categorical_mutate_prob"], seed: int = 0,
                  pretrained: Optional[str] = None, momentum: float = 0.9, timings: Optional[list] = None):
         super().__init__()
         self.params = dict(population=population, draft_size=draft_size, genetic_iters=genetic_iters,
@@ -83,7 +90,8 @@ class PrunerSearch(PySearchStrategy):
                            init_measured_ratio=init_measured_ratio,
                            eps_greedy=eps_greedy, droplet_after=droplet_after, droplet_share=droplet_share,
                            droplet_neighbours=droplet_neighbours, carry_over=carry_over,
-                           fresh_samples=fresh_samples, seed=seed, pretrained=pretrained,
+                           fresh_samples=fresh_samples, categorical_mutate_prob=categorical_mutate_prob,
+                           seed=seed, pretrained=pretrained,
                            momentum=momentum)
         self.timings = timings if timings is not None else []
         self.rng = random.Random(seed)
@@ -94,20 +102,26 @@ class PrunerSearch(PySearchStrategy):
         self.analyzer = None
         self.psa = None  # the analyzer as fitness of the warm draft (selection power 1)
         self.psa_cold = None  # ... and of the cold draft (cold_selection_power)
+        self.draft_context = None  # the context the draft evolves in (with MutateCategorical on a GPU)
 
     # -- MetaSchedule plumbing ------------------------------------------------------------
     def _initialize_with_tune_context(self, context) -> None:
         from ..analysis import StaticAnalyzer
         from .space import DesignSpace
+        from .mutator import with_categorical_mutator
         from .psa_model import PSACostModel
 
         self.context = context
         self.space = DesignSpace(context.mod, context.target, context=context)
         self.analyzer = StaticAnalyzer.for_target(context.target)
+        kind = "gpu" if self.analyzer.is_gpu else "cpu"
+        share = self.params["categorical_mutate_prob"]
+        share = float(share) if share is not None else CATEGORICAL_MUTATE_PROB[kind]
+        self.draft_context = with_categorical_mutator(context, share, self.params["seed"]) if share > 0 else context
         self.psa = PSACostModel(self.analyzer)
         power = self.params["cold_selection_power"]
         self.psa_cold = PSACostModel(self.analyzer, power=float(power) if power is not None else
-                                     COLD_SELECTION_POWER["gpu" if self.analyzer.is_gpu else "cpu"])
+                                     COLD_SELECTION_POWER[kind])
         self.inner = self._evolution(self.params["population"], self.params["genetic_iters"])
         self.inner_cold = self._evolution(self.params["cold_population"], self.params["cold_genetic_iters"])
 
@@ -123,7 +137,7 @@ class PrunerSearch(PySearchStrategy):
             genetic_mutate_prob=self.params["mutate_prob"],
             eps_greedy=0.0,
         )
-        evolution._initialize_with_tune_context(self.context)  # pylint: disable=protected-access
+        evolution._initialize_with_tune_context(self.draft_context)  # pylint: disable=protected-access
         return evolution
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None):
