@@ -54,14 +54,14 @@ def _narrow_copies(estimate) -> bool:
 
 
 def cold_round(mod, target, generations: int, population: int, power: float, seed: int, threads: int,
-               per_iter: int, analyzer) -> dict:
+               per_iter: int, analyzer, params: dict) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
     from ms_pruner.cost_model import PaCM
     from ms_pruner.search import PrunerSearch, tile_decisions
 
     strategy = PrunerSearch(cold_genetic_iters=generations, cold_population=population, cold_selection_power=power,
-                            seed=seed)
+                            seed=seed, **params)
     context = tune_context(mod, target, strategy, seed, threads)
     context.pre_tuning(max_trials=4 * per_iter, num_trials_per_iter=per_iter,
                        design_spaces=context.generate_design_space(), database=ms.database.MemoryDatabase(),
@@ -73,6 +73,7 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
     families = collections.Counter(_family(e) for e in estimates)
     ties = collections.Counter(f"{e.latency_s:.6g}" for e in estimates)
     return {"generations": generations, "population": population, "selection_power": power, "seed": seed,
+            "params": params,
             "search_s": seconds, "split": strategy.timings[-1],
             "picks_estimate_us": sorted(e.latency_s * 1e6 for e in estimates), "families": dict(families),
             "picks_with_narrow_copies": sum(_narrow_copies(e) for e in estimates),
@@ -141,6 +142,9 @@ def main() -> int:
                         help="cold-round drafts to compare, GENERATIONSxPOPULATION[^SELECTION_POWER], comma-separated")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--per-iter", type=int, default=64)
+    parser.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE",
+                        help="another PrunerSearch parameter for every run (docs/search.md), e.g. "
+                             "categorical_mutate_prob=0")
     add_workload_arguments(parser)
     parser.add_argument("--random", type=int, default=128, help="random samples for --workload's scale")
     args = parser.parse_args()
@@ -162,11 +166,13 @@ def main() -> int:
         mod, target = record.workload.mod, record.target
         analyzer = StaticAnalyzer.for_target(target)
         reference = database_reference(args.db, analyzer)
+    params = {key: int(value) if value.lstrip("-").isdigit() else float(value)
+              for key, value in (item.split("=", 1) for item in args.set)}
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):
         for generations, population, power in map(_draft, args.drafts.split(",")):
             run = cold_round(mod, target, generations, population, power, seed, default_max_workers(), args.per_iter,
-                             analyzer)
+                             analyzer, params)
             picks = np.array(run["picks_estimate_us"])
             if "best_estimate_us" in reference:
                 run["picks_below_best_estimate"] = int((picks < reference["best_estimate_us"]).sum())
