@@ -151,6 +151,31 @@ def test_categorical_mutator_moves_one_categorical_decision(tensor_intrinsics):
     assert replayed > 0
 
 
+def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
+    """On a GPU target the cold draft's evolution draws MutateCategorical (20% of mutations), from
+    MetaSchedule's C++ threads, and the round still yields a full batch of distinct picks."""
+    import tvm
+    import tvm_ffi
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.cost_model import PaCM
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import PrunerSearch
+
+    strategy = PrunerSearch(cold_population=64, cold_genetic_iters=2, draft_size=64, seed=0)
+    mod = tvm.IRModule({"main": parse_workload("matmul:1024x1024x1024:float16:float32").prim_func()})
+    context = ms.TuneContext(mod=mod, target=get_gpu_spec("h100").target(), space_generator="post-order-apply",
+                             search_strategy=strategy, task_name="main", rand_state=0, num_threads=2).clone()
+    context.pre_tuning(max_trials=32, num_trials_per_iter=16, design_spaces=context.generate_design_space(),
+                       database=ms.database.MemoryDatabase(), cost_model=PaCM(seed=0))
+    probs = {type(m).__name__: float(p)
+             for m, p in strategy._inst.draft_context.space_generator.mutator_probs.items()}
+    assert abs(probs.pop("_PyMutator") - 0.2) < 1e-6 and abs(sum(probs.values()) - 0.8) < 1e-6
+    picks = context.search_strategy.generate_measure_candidates()
+    assert len(picks) == 16
+    assert len({int(tvm_ffi.structural_hash(c.sch.mod)) for c in picks}) == 16
+
+
 def test_selection_power_sharpens_the_draft_parent_weights_but_keeps_the_order(tensor_intrinsics):
     """The analyzer's scores weight MetaSchedule's parent draw; a power above 1 favours the fastest."""
     from ms_pruner.analysis import StaticAnalyzer

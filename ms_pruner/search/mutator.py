@@ -23,8 +23,7 @@ class MutateCategorical(PyMutator):
 
     def __init__(self, seed: int = 0):
         super().__init__()
-        self.seed = seed
-        self.rng = random.Random(seed)
+        self.rng = random.Random(seed)  # draws from its own generator, not from the caller's rand_state
 
     def _initialize_with_tune_context(self, context) -> None:
         """Nothing to read from the context: the candidates are in the trace."""
