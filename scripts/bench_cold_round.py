@@ -43,8 +43,10 @@ def _draft(spec: str):
 
 def _fetch_bytes(estimate) -> tuple:
     """Bytes per thread and instruction of each global->shared copy (the operand fetches), in order."""
+    from ms_pruner.analysis.features import is_shared
+
     return tuple(int(c.vector_lanes * c.elem_bytes) for f in estimate.features for c in f.copies
-                 if c.src_scope == "global" and c.dst_scope.startswith("shared"))
+                 if c.src_scope == "global" and is_shared(c.dst_scope))
 
 
 def _narrow_copies(estimate) -> bool:

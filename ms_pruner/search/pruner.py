@@ -115,13 +115,16 @@ class PrunerSearch(PySearchStrategy):
         self.space = DesignSpace(context.mod, context.target, context=context)
         self.analyzer = StaticAnalyzer.for_target(context.target)
         kind = "gpu" if self.analyzer.is_gpu else "cpu"
-        share = self.params["categorical_mutate_prob"]
-        share = float(share) if share is not None else CATEGORICAL_MUTATE_PROB[kind]
+
+        def param(name: str, defaults: dict) -> float:
+            """The parameter as given, or its default for this kind of target when it is None."""
+            value = self.params[name]
+            return float(value) if value is not None else defaults[kind]
+
+        share = param("categorical_mutate_prob", CATEGORICAL_MUTATE_PROB)
         self.draft_context = with_categorical_mutator(context, share, self.params["seed"]) if share > 0 else context
         self.psa = PSACostModel(self.analyzer)
-        power = self.params["cold_selection_power"]
-        self.psa_cold = PSACostModel(self.analyzer, power=float(power) if power is not None else
-                                     COLD_SELECTION_POWER[kind])
+        self.psa_cold = PSACostModel(self.analyzer, power=param("cold_selection_power", COLD_SELECTION_POWER))
         self.inner = self._evolution(self.params["population"], self.params["genetic_iters"])
         self.inner_cold = self._evolution(self.params["cold_population"], self.params["cold_genetic_iters"])
 
