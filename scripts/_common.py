@@ -6,10 +6,9 @@ import platform
 import subprocess
 import sys
 
-# The real H100 databases (../shared/data next to the project; CI and tests honour the same variable).
-SHARED_DATA = os.environ.get("MS_PRUNER_SHARED_DATA",
-                             os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"))
-H100_MM4096 = os.path.join(SHARED_DATA, "h100", "mm4096_f16f32_stock_evolutionary")
+from ms_pruner.shared_data import H100_MM4096 as _H100_MM4096, shared_database
+
+H100_MM4096 = shared_database(*_H100_MM4096)
 
 
 def machine() -> dict:

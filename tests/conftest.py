@@ -5,9 +5,10 @@ import shutil
 
 import pytest
 
+from ms_pruner.shared_data import H100_MM4096 as _H100_MM4096, shared_database
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED_DATA = os.environ.get("MS_PRUNER_SHARED_DATA", os.path.join(REPO_ROOT, "..", "shared", "data"))
-H100_MM4096 = os.path.join(SHARED_DATA, "h100", "mm4096_f16f32_stock_evolutionary")
+H100_MM4096 = shared_database(*_H100_MM4096)
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 needs_h100_data = pytest.mark.skipif(not os.path.isdir(H100_MM4096), reason="../shared/data not present")

@@ -195,3 +195,24 @@ def test_compare_cut_by_a_time_limit_resumes_the_cut_run(tmp_path):
                       strategy="stock", seed=0, num_trials_per_iter=8, progress=False)
     assert result.warmed_on == 24 and result.new_trials == 8
     assert [r["session"] for r in result.rounds][-1] == 2 and result.rounds[-1]["total_trials"] == 32
+
+
+def test_compare_counts_a_call_cut_before_its_first_round(tmp_path):
+    """A call stopped before it measured anything leaves only its `pending` entry and call count; the
+    next call's rounds carry that count (call 2 of 2), not the round log's count of calls that measured."""
+    from ms_pruner.hardware import resolve_target
+    from ms_pruner.tuning.compare import comparison_settings
+    from ms_pruner.workloads import parse_workload
+
+    out = tmp_path / "cmp"
+    work_dir = str(out / "work" / "cut-before-round-0")
+    out.mkdir()
+    settings = comparison_settings(resolve_target("llvm"), 16, 8, 0, "pruner")
+    cut = {"flops": parse_workload(SPEC).flops, "runs": {}, "pending": {"stock": work_dir}, "calls": {"stock": 1}}
+    (out / "compare.json").write_text(json.dumps(dict(settings, workloads={SPEC: cut})))
+    assert main(["compare", "--workload", SPEC, "--target", "llvm", "--trials", "16", "--per-iter", "8",
+                 "--strategies", "stock", "--seed", "0", "--out", str(out), "--no-progress"]) == 0
+    run = json.loads((out / "compare.json").read_text())["workloads"][SPEC]["runs"]["stock"]
+    assert run["work_dir"] == work_dir and run["calls"] == 2
+    assert [(p["round"], p["call"]) for p in run["curve"]] == [(0, 1), (1, 1)]
+    assert "round 0 (call 2)" in (out / "compare.md").read_text()

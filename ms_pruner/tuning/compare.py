@@ -200,7 +200,8 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
             work_dir = pending[strategy]
             result = tune_tir(workload.prim_func(), choice.target, work_dir, trials, strategy=strategy,
                               builder=builder, seed=seed, num_trials_per_iter=per_iter,
-                              pretrained=pretrained if strategy == "moa" else None, progress=progress)
+                              pretrained=pretrained if strategy == "moa" else None, progress=progress,
+                              call=calls[strategy] - 1)
             entry["runs"][strategy] = {"work_dir": work_dir, "best_latency_s": result.best_latency_s,
                                        "curve": _curve(result), "calls": calls.pop(strategy)}
             del pending[strategy]

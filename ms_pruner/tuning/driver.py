@@ -93,12 +93,13 @@ def metaschedule_logging_guard():
 
 @contextlib.contextmanager
 def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder, runner, desc: str,
-                         progress: bool, resume=None, workload: Optional[str] = None):
+                         progress: bool, resume=None, workload: Optional[str] = None, call: Optional[int] = None):
     """Yields (clock, kwargs for ms.tune_*): timed builder and runner, progress callback, round log.
 
     ``resume`` (a ResumePoint) continues an earlier call's round log; ``workload`` tags the
-    round lines with the tuned workload (resume.workload_tag). The progress bar closes and
-    the logging guard lifts however the tuning call ends.
+    round lines with the tuned workload (resume.workload_tag); ``call`` labels them with the
+    caller's count of calls (tune_tir). The progress bar closes and the logging guard lifts
+    however the tuning call ends.
     """
     from tqdm import tqdm
     from tvm.s_tir import meta_schedule as ms
@@ -110,7 +111,7 @@ def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder
     bar = tqdm(total=total_trials, unit="trial", desc=desc, disable=not progress)
     clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=total_trials,
                        strategy_timings=getattr(strategy_obj, "timings", None), resume=resume,
-                       workload=workload)
+                       workload=workload, call=call)
     measure = {
         "builder": TimedBuilder(make_builder(builder) if isinstance(builder, str) else builder, clock),
         "runner": TimedRunner(runner if runner is not None else make_runner(), clock),
@@ -145,6 +146,7 @@ def tune_tir(
     progress: bool = True,
     search=None,
     cost_model: Optional[str] = None,
+    call: Optional[int] = None,
 ) -> TuneResult:
     """Tune ``mod`` until the work dir holds ``max_trials`` records of it for ``target``.
 
@@ -153,6 +155,9 @@ def tune_tir(
     and rerunning a finished one measures nothing. ``rounds`` holds every logged round of the run,
     earlier calls' included. ``builder`` is "pruner", "stock" or a Builder; ``runner`` defaults to
     our LocalRunner settings. ``search`` overrides the (strategy, cost model) pair that ``strategy`` names.
+    ``call`` is which call of a run made in pieces this is (0 = the first), for the round log's
+    ``session``; by default it is counted from the log, which knows only the calls that finished
+    a round, so a caller that counts its calls (compare) passes its own count.
     """
     from tvm.s_tir import meta_schedule as ms
 
@@ -173,7 +178,7 @@ def tune_tir(
     if remaining > 0:
         strategy_obj, model = search or search_components(strategy, target, pretrained, seed, cost_model)
         with instrumented_session(work_dir, remaining, strategy_obj, builder, runner, f"tuning ({strategy})",
-                                  progress, resume, tag) as (clock, measure):
+                                  progress, resume, tag, call) as (clock, measure):
             if resume is not None:
                 model, warmed_on = warmed_cost_model(model, workload, target, existing)
             ms.tune_tir(

@@ -50,7 +50,8 @@ class RoundClock:
     """Timestamps shared by TimedBuilder, TimedRunner and ProgressCallback."""
 
     def __init__(self, log_path: Optional[str] = None, progress=None, total_trials: int = 0,
-                 strategy_timings: Optional[list] = None, resume=None, workload: Optional[str] = None):
+                 strategy_timings: Optional[list] = None, resume=None, workload: Optional[str] = None,
+                 call: Optional[int] = None):
         self.start = time.perf_counter()
         self.last_round_end = self.start
         self.build_span = (0.0, 0.0)
@@ -68,6 +69,8 @@ class RoundClock:
         if resume is not None:
             self.first_round, self.wall_offset, self.session = len(resume.rounds), resume.wall_s, resume.session
             self.trials_done, self.best_latency_s = resume.trials, resume.best_latency_s
+        if call is not None:
+            self.session = call
 
     def _new_strategy_timing(self) -> dict:
         if len(self.strategy_timings) <= self._timings_seen:
