@@ -61,6 +61,7 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
 
     from ms_pruner.cost_model import PaCM
     from ms_pruner.search import PrunerSearch, tile_decisions
+    from ms_pruner.search.geometry import kernel_geometry
 
     strategy = PrunerSearch(cold_genetic_iters=generations, cold_population=population, cold_selection_power=power,
                             seed=seed, **params)
@@ -74,12 +75,14 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
     estimates = [analyzer.estimate(c.sch) for c in picks]
     families = collections.Counter(_family(e) for e in estimates)
     ties = collections.Counter(f"{e.latency_s:.6g}" for e in estimates)
+    geometries = collections.Counter(kernel_geometry(e) for e in estimates)
     return {"generations": generations, "population": population, "selection_power": power, "seed": seed,
             "params": params,
             "search_s": seconds, "split": strategy.timings[-1],
             "picks_estimate_us": sorted(e.latency_s * 1e6 for e in estimates), "families": dict(families),
             "picks_with_narrow_copies": sum(_narrow_copies(e) for e in estimates),
             "most_picks_sharing_an_estimate": max(ties.values()),
+            "geometries": len(geometries), "most_picks_sharing_a_geometry": max(geometries.values()),
             "distinct_tilings": len({tile_decisions(c.sch.trace) for c in picks})}
 
 
@@ -189,7 +192,8 @@ def main() -> int:
                   f"{run['search_s']:.1f} s; pick estimates min {picks.min():.1f}, "
                   f"median {np.median(picks):.1f} us, {len(run['families'])} families, "
                   f"{run['distinct_tilings']} tilings, {run['picks_with_narrow_copies']} with narrow copies, at most "
-                  f"{run['most_picks_sharing_an_estimate']} sharing an estimate; {versus}", flush=True)
+                  f"{run['most_picks_sharing_an_estimate']} sharing an estimate, {run['geometries']} geometries "
+                  f"(at most {run['most_picks_sharing_a_geometry']} picks in one); {versus}", flush=True)
             runs.append(run)
     if args.out:
         write_json(args.out, dict({"command": command_line(), "machine": machine()}, **searched_source(args, target),

@@ -1,5 +1,6 @@
 """PrunerSearch end to end on llvm with the real builder and runner, and Droplet neighbours."""
 
+import collections
 import json
 import os
 
@@ -153,7 +154,8 @@ def test_categorical_mutator_moves_one_categorical_decision(tensor_intrinsics):
 
 def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
     """On a GPU target the cold draft's evolution draws MutateCategorical (20% of mutations), from
-    MetaSchedule's C++ threads, and the round still yields a full batch of distinct picks."""
+    MetaSchedule's C++ threads, and the round still yields a full batch of distinct picks, spread
+    over the draft's kernel geometries."""
     import tvm
     import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
@@ -165,7 +167,7 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
     strategy = PrunerSearch(cold_population=64, cold_genetic_iters=2, draft_size=64, seed=0)
     mod = tvm.IRModule({"main": parse_workload("matmul:1024x1024x1024:float16:float32").prim_func()})
     context = ms.TuneContext(mod=mod, target=get_gpu_spec("h100").target(), space_generator="post-order-apply",
-                             search_strategy=strategy, task_name="main", rand_state=0, num_threads=2).clone()
+                             search_strategy=strategy, task_name="main", rand_state=0, num_threads=2)
     context.pre_tuning(max_trials=32, num_trials_per_iter=16, design_spaces=context.generate_design_space(),
                        database=ms.database.MemoryDatabase(), cost_model=PaCM(seed=0))
     probs = {type(m).__name__: float(p)
@@ -174,6 +176,46 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
     picks = context.search_strategy.generate_measure_candidates()
     assert len(picks) == 16
     assert len({int(tvm_ffi.structural_hash(c.sch.mod)) for c in picks}) == 16
+    # The cold batch's cap: 4 best-ranked picks per kernel geometry, plus the 2 eps-greedy ones.
+    searched = strategy._inst
+    per_geometry = collections.Counter(searched._geometry(c.sch) for c in picks)
+    draft_geometries = set(per_geometry) | {searched._geometry(s) for s in searched.carry}
+    assert len(draft_geometries) >= 4, "the draft should offer the batch several geometries"
+    assert max(per_geometry.values()) <= 4 + 2, per_geometry
+
+
+def test_cold_round_caps_the_picks_of_one_geometry(tensor_intrinsics):
+    """Variants differing only in categorical decisions (fetch width, unroll) are one kernel geometry;
+    members of a geometry past the cap go behind every other geometry's, rank order kept in each part."""
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.geometry import capped_per_group, kernel_geometry
+    from ms_pruner.search.mutator import MutateCategorical
+
+    target = get_gpu_spec("h100").target()
+    space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
+    analyzer = StaticAnalyzer.for_target(target)
+    base, *others = space.sample(4, seed=5)
+    mutator = MutateCategorical(seed=1)
+    variants = []
+    for _ in range(40):
+        sch = space.replay(mutator.apply(base.trace.simplified(remove_postproc=True)), seed=1)
+        if sch is not None:
+            variants.append(sch)
+    geometry = kernel_geometry(analyzer.estimate(base.mod))
+    assert geometry is not None and len(variants) >= 3
+    assert all(kernel_geometry(analyzer.estimate(v.mod)) == geometry for v in variants)
+    assert len({analyzer.estimate(v.mod).latency_s for v in variants}) > 1, "variants the analyzer tells apart"
+    assert len({kernel_geometry(analyzer.estimate(s.mod)) for s in [base] + others}) > 1
+
+    ranked = ["a1", "a2", "b1", "a3", "c1", "a4", "b2", "b3"]
+    group = str.__getitem__
+    assert capped_per_group(ranked, 2, lambda x: group(x, 0), len(ranked)) == \
+        ["a1", "a2", "b1", "c1", "b2", "a3", "a4", "b3"]
+    asked = []
+    head = capped_per_group(ranked, 1, lambda x: asked.append(x) or group(x, 0), 2)
+    assert head[:2] == ["a1", "b1"] and sorted(head) == sorted(ranked) and asked == ["a1", "a2", "b1"]
 
 
 def test_selection_power_sharpens_the_draft_parent_weights_but_keeps_the_order(tensor_intrinsics):

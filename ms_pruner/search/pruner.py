@@ -30,6 +30,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
 from ..tuning.records import mean_latency, measure_candidate, measured_batch
+from .geometry import capped_per_group, kernel_geometry
 
 DEFAULTS = dict(
     population=512,
@@ -47,6 +48,7 @@ DEFAULTS = dict(
     carry_over=192,
     fresh_samples=128,
     categorical_mutate_prob=None,
+    cold_geometry_share=None,
 )
 # The cold round's parent-selection power when none is given, by how far the analyzer is trusted:
 # its GPU model ranks the real H100 records at Spearman 0.95, its CPU model the CPU ones at ~0.3.
@@ -54,6 +56,9 @@ COLD_SELECTION_POWER = {"gpu": 8.0, "cpu": 1.0}
 # Share of the draft's mutations that redraw a categorical decision, when none is given (CPU sketches'
 # categorical decisions are unroll depths, which MutateUnroll already covers).
 CATEGORICAL_MUTATE_PROB = {"gpu": 0.2, "cpu": 0.0}
+# Most of a cold round's batch one kernel geometry may take (geometry.py), when none is given; on a CPU
+# the cold draft is diverse already (selection power 1) and the analyzer has no GPU geometry.
+COLD_GEOMETRY_SHARE = {"gpu": 0.25, "cpu": 1.0}
 MIN_FRESH_SAMPLES = 16
 FIRST_ROUND_SAMPLES = 50
 
@@ -80,7 +85,8 @@ class PrunerSearch(PySearchStrategy):
                  droplet_share: float = DEFAULTS["droplet_share"],
                  droplet_neighbours: int = DEFAULTS["droplet_neighbours"], carry_over: int = DEFAULTS["carry_over"],
                  fresh_samples: int = DEFAULTS["fresh_samples"],
-                 categorical_mutate_prob: Optional[float] = DEFAULTS["categorical_mutate_prob"], seed: int = 0,
+                 categorical_mutate_prob: Optional[float] = DEFAULTS["categorical_mutate_prob"],
+                 cold_geometry_share: Optional[float] = DEFAULTS["cold_geometry_share"], seed: int = 0,
                  pretrained: Optional[str] = None, momentum: float = 0.9, timings: Optional[list] = None):
         super().__init__()
         self.params = dict(population=population, draft_size=draft_size, genetic_iters=genetic_iters,
@@ -91,7 +97,7 @@ class PrunerSearch(PySearchStrategy):
                            eps_greedy=eps_greedy, droplet_after=droplet_after, droplet_share=droplet_share,
                            droplet_neighbours=droplet_neighbours, carry_over=carry_over,
                            fresh_samples=fresh_samples, categorical_mutate_prob=categorical_mutate_prob,
-                           seed=seed, pretrained=pretrained,
+                           cold_geometry_share=cold_geometry_share, seed=seed, pretrained=pretrained,
                            momentum=momentum)
         self.timings = timings if timings is not None else []
         self.rng = random.Random(seed)
@@ -103,6 +109,7 @@ class PrunerSearch(PySearchStrategy):
         self.psa = None  # the analyzer as fitness of the warm draft (selection power 1)
         self.psa_cold = None  # ... and of the cold draft (cold_selection_power)
         self.draft_context = None  # the context the draft evolves in (with MutateCategorical on a GPU)
+        self.cold_geometry_share = 1.0
 
     # -- MetaSchedule plumbing ------------------------------------------------------------
     def _initialize_with_tune_context(self, context) -> None:
@@ -123,6 +130,7 @@ class PrunerSearch(PySearchStrategy):
 
         share = param("categorical_mutate_prob", CATEGORICAL_MUTATE_PROB)
         self.draft_context = with_categorical_mutator(context, share, self.params["seed"]) if share > 0 else context
+        self.cold_geometry_share = param("cold_geometry_share", COLD_GEOMETRY_SHARE)
         self.psa = PSACostModel(self.analyzer)
         self.psa_cold = PSACostModel(self.analyzer, power=param("cold_selection_power", COLD_SELECTION_POWER))
         self.inner = self._evolution(self.params["population"], self.params["genetic_iters"])
@@ -232,7 +240,7 @@ class PrunerSearch(PySearchStrategy):
         timing["droplet"] = len(droplet)
 
         start = time.perf_counter()
-        picks = self._select(draft, droplet, batch)
+        picks = self._select(draft, droplet, batch, geometry_cap=self._cold_geometry_cap(batch) if cold else None)
         timing["verify_s"] = time.perf_counter() - start
         timing["picked"] = len(picks)
         self.timings.append(timing)
@@ -273,8 +281,19 @@ class PrunerSearch(PySearchStrategy):
         population.extend(fresh)
         return population, len(carried)
 
-    def _select(self, draft: List, droplet: List, batch: int) -> List:
-        """Best of the draft and of the droplet neighbours by the cost model, plus eps random."""
+    def _cold_geometry_cap(self, batch: int) -> Optional[int]:
+        if self.cold_geometry_share >= 1.0:
+            return None
+        return max(1, int(round(batch * self.cold_geometry_share)))
+
+    def _select(self, draft: List, droplet: List, batch: int, geometry_cap: Optional[int] = None) -> List:
+        """Best of the draft and of the droplet neighbours by the cost model, plus eps random.
+
+        ``geometry_cap`` (cold rounds) limits the best-ranked picks that share one kernel geometry
+        (geometry.py): the analyzer alone ranks a cold round, and its favourite's variants would
+        otherwise fill the batch. Picks over the cap come back only when the draft has too few
+        geometries to fill the batch.
+        """
         n_droplet = min(len(droplet), int(round(batch * self.params["droplet_share"]))) if droplet else 0
         n_random = int(round((batch - n_droplet) * self.params["eps_greedy"]))
         n_best = batch - n_droplet - n_random
@@ -293,6 +312,8 @@ class PrunerSearch(PySearchStrategy):
 
         take(self._rank(droplet), n_droplet)
         ranked_draft = self._rank(draft)
+        if geometry_cap is not None:
+            ranked_draft = capped_per_group(ranked_draft, geometry_cap, self._geometry, batch)
         take(ranked_draft, n_best)
         rest = [s for s in draft if self._key(s.mod) not in seen]
         self.rng.shuffle(rest)
@@ -300,6 +321,12 @@ class PrunerSearch(PySearchStrategy):
         take(ranked_draft, batch - len(picks))  # top up when a stage came up short
         self.carry = [s for s in ranked_draft if self._key(s.mod) not in seen][:self.params["carry_over"]]
         return picks
+
+    def _geometry(self, sch):
+        """The analyzer's view of a schedule's tiling (geometry.py); the tile sizes on a CPU."""
+        from .droplet import tile_decisions
+
+        return kernel_geometry(self.analyzer.estimate(sch.mod)) or tile_decisions(sch.trace)
 
     def _rank(self, schedules: List) -> List:
         if not schedules:
@@ -321,3 +348,4 @@ class PrunerSearch(PySearchStrategy):
         import tvm_ffi
 
         return int(tvm_ffi.structural_hash(mod))
+
