@@ -34,6 +34,11 @@ def _family(estimate) -> str:
            f"{int(f.main_loop_trips)} trips"
 
 
+def _geometry_name(geometry) -> str:
+    return "; ".join(f"grid {g} x {t} thr, {f:g} acc frags, {trips} trips, operand tiles {'+'.join(map(str, tiles))} B"
+                     for g, t, f, trips, tiles in geometry)
+
+
 def _draft(spec: str):
     """``5x512^4`` -> (5 generations, population 512, selection power 4.0); the power defaults to 1."""
     sizes, _, power = spec.partition("^")
@@ -91,6 +96,7 @@ def database_reference(path: str, analyzer) -> dict:
     import numpy as np
 
     from ms_pruner.cost_model.evaluate import load_measured
+    from ms_pruner.search.geometry import kernel_geometry
 
     _, schedules, latency = load_measured(path)
     measured = [(lat, analyzer.estimate(s)) for lat, s in zip(latency, schedules)]
@@ -102,13 +108,20 @@ def database_reference(path: str, analyzer) -> dict:
     for lat, est in measured:
         if _family(est) == _family(best_estimate):
             by_fetch[",".join(map(str, _fetch_bytes(est)))].append((lat * 1e6, est.latency_s * 1e6))
+    by_geometry = collections.defaultdict(list)
+    for lat, est in measured:
+        by_geometry[kernel_geometry(est)].append((est.latency_s * 1e6, lat * 1e6))
+    geometries = sorted(by_geometry.items(), key=lambda item: min(item[1]))
     reference = {"best_measured_us": best_latency * 1e6, "best_estimate_us": best_estimate.latency_s * 1e6,
                  "best_family": _family(best_estimate),
                  "measured_families": {k: {"records": len(v), "min_us": min(v), "median_us": float(np.median(v))}
                                        for k, v in measured_families.items()},
                  "fetch_widths_in_best_family": {
                      k: {"records": len(v), "min_us": min(v)[0], "its_estimate_us": min(v)[1]}
-                     for k, v in sorted(by_fetch.items())}}
+                     for k, v in sorted(by_fetch.items())},
+                 "geometries_by_best_estimate": [
+                     {"geometry": _geometry_name(k), "records": len(v), "best_estimate_us": min(v)[0],
+                      "best_measured_us": min(m for _, m in v)} for k, v in geometries[:12]]}
     print(f"database best {reference['best_measured_us']:.1f} us measured, {reference['best_estimate_us']:.1f} us "
           f"estimated ({reference['best_family']})")
     return reference
