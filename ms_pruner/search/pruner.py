@@ -17,6 +17,8 @@ One round (``generate_measure_candidates``):
 3. **Verify** — the tuning cost model (PaCM) scores the draft; the batch takes the best of them,
    an ``eps_greedy`` share of random draft members, and (from round ``droplet_after`` on) the
    neighbours of the best measured schedule that the model likes best (Droplet exploitation).
+   A cold round on a GPU spreads its best picks over kernel geometries (``cold_geometry_share``,
+   geometry.py), so one geometry the analyzer misjudged cannot take the whole batch.
 4. Nothing measured before (same structural hash) is proposed again.
 """
 
