@@ -350,4 +350,3 @@ class PrunerSearch(PySearchStrategy):
         import tvm_ffi
 
         return int(tvm_ffi.structural_hash(mod))
-
