@@ -34,11 +34,6 @@ def _family(estimate) -> str:
            f"{int(f.main_loop_trips)} trips"
 
 
-def _geometry_name(geometry) -> str:
-    return "; ".join(f"grid {g} x {t} thr, {f:g} acc frags, {trips} trips, operand tiles {'+'.join(map(str, tiles))} B"
-                     for g, t, f, trips, tiles in geometry)
-
-
 def _draft(spec: str):
     """``5x512^4`` -> (5 generations, population 512, selection power 4.0); the power defaults to 1."""
     sizes, _, power = spec.partition("^")
@@ -64,9 +59,9 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
                per_iter: int, analyzer, params: dict) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
+    from ms_pruner.analysis import kernel_geometry
     from ms_pruner.cost_model import PaCM
     from ms_pruner.search import PrunerSearch, tile_decisions
-    from ms_pruner.search.geometry import kernel_geometry
 
     strategy = PrunerSearch(cold_genetic_iters=generations, cold_population=population, cold_selection_power=power,
                             seed=seed, **params)
@@ -80,7 +75,7 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
     estimates = [analyzer.estimate(c.sch) for c in picks]
     families = collections.Counter(_family(e) for e in estimates)
     ties = collections.Counter(f"{e.latency_s:.6g}" for e in estimates)
-    geometries = collections.Counter(kernel_geometry(e) for e in estimates)
+    geometries = collections.Counter(kernel_geometry(e.features) for e in estimates)
     return {"generations": generations, "population": population, "selection_power": power, "seed": seed,
             "params": params,
             "search_s": seconds, "split": strategy.timings[-1],
@@ -96,7 +91,7 @@ def database_reference(path: str, analyzer) -> dict:
     import numpy as np
 
     from ms_pruner.cost_model.evaluate import load_measured
-    from ms_pruner.search.geometry import kernel_geometry
+    from ms_pruner.analysis import geometry_name, kernel_geometry
 
     _, schedules, latency = load_measured(path)
     measured = [(lat, analyzer.estimate(s)) for lat, s in zip(latency, schedules)]
@@ -110,7 +105,7 @@ def database_reference(path: str, analyzer) -> dict:
             by_fetch[",".join(map(str, _fetch_bytes(est)))].append((lat * 1e6, est.latency_s * 1e6))
     by_geometry = collections.defaultdict(list)
     for lat, est in measured:
-        by_geometry[kernel_geometry(est)].append((est.latency_s * 1e6, lat * 1e6))
+        by_geometry[kernel_geometry(est.features)].append((est.latency_s * 1e6, lat * 1e6))
     geometries = sorted(by_geometry.items(), key=lambda item: min(item[1]))
     reference = {"best_measured_us": best_latency * 1e6, "best_estimate_us": best_estimate.latency_s * 1e6,
                  "best_family": _family(best_estimate),
@@ -120,7 +115,7 @@ def database_reference(path: str, analyzer) -> dict:
                      k: {"records": len(v), "min_us": min(v)[0], "its_estimate_us": min(v)[1]}
                      for k, v in sorted(by_fetch.items())},
                  "geometries_by_best_estimate": [
-                     {"geometry": _geometry_name(k), "records": len(v), "best_estimate_us": min(v)[0],
+                     {"geometry": geometry_name(k), "records": len(v), "best_estimate_us": min(v)[0],
                       "best_measured_us": min(m for _, m in v)} for k, v in geometries[:12]]}
     print(f"database best {reference['best_measured_us']:.1f} us measured, {reference['best_estimate_us']:.1f} us "
           f"estimated ({reference['best_family']})")

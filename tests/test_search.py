@@ -190,7 +190,8 @@ def test_cold_round_caps_the_picks_of_one_geometry(tensor_intrinsics):
     from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import DesignSpace
-    from ms_pruner.search.geometry import capped_per_group, kernel_geometry
+    from ms_pruner.analysis import kernel_geometry
+    from ms_pruner.search.geometry import capped_per_group
     from ms_pruner.search.mutator import MutateCategorical
 
     target = get_gpu_spec("h100").target()
@@ -203,11 +204,11 @@ def test_cold_round_caps_the_picks_of_one_geometry(tensor_intrinsics):
         sch = space.replay(mutator.apply(base.trace.simplified(remove_postproc=True)), seed=1)
         if sch is not None:
             variants.append(sch)
-    geometry = kernel_geometry(analyzer.estimate(base.mod))
+    geometry = kernel_geometry(analyzer.estimate(base.mod).features)
     assert geometry is not None and len(variants) >= 3
-    assert all(kernel_geometry(analyzer.estimate(v.mod)) == geometry for v in variants)
+    assert all(kernel_geometry(analyzer.estimate(v.mod).features) == geometry for v in variants)
     assert len({analyzer.estimate(v.mod).latency_s for v in variants}) > 1, "variants the analyzer tells apart"
-    assert len({kernel_geometry(analyzer.estimate(s.mod)) for s in [base] + others}) > 1
+    assert len({kernel_geometry(analyzer.estimate(s.mod).features) for s in [base] + others}) > 1
 
     ranked = ["a1", "a2", "b1", "a3", "c1", "a4", "b2", "b3"]
     group = str.__getitem__

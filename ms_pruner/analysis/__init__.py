@@ -7,7 +7,7 @@ into time with a per-SM model whose constants all come from the GPUSpec. See doc
 
 from .analyzer import Estimate, StaticAnalyzer
 from .db_eval import DatabaseReport, evaluate_database, replay_record
-from .features import KernelFeatures, kernel_features
+from .features import KernelFeatures, geometry_name, kernel_features, kernel_geometry
 from .gpu_model import KernelEstimate, estimate_kernel
 from .metrics import ndcg_at_k, recall_at_top, spearman
 from .tir_walk import walk_primfunc
@@ -20,7 +20,9 @@ __all__ = [
     "StaticAnalyzer",
     "estimate_kernel",
     "evaluate_database",
+    "geometry_name",
     "kernel_features",
+    "kernel_geometry",
     "ndcg_at_k",
     "recall_at_top",
     "replay_record",

@@ -8,6 +8,7 @@ import time
 from typing import List, Optional
 
 from .analyzer import Estimate, StaticAnalyzer
+from .features import geometry_name, kernel_geometry
 from .metrics import recall_at_top, spearman
 
 
@@ -17,6 +18,7 @@ class RecordEstimate:
     measured_s: Optional[float]
     valid: bool
     reason: str
+    geometry: Optional[str] = None  # features.geometry_name: which records are one kernel to the analyzer
 
 
 @dataclasses.dataclass
@@ -34,7 +36,8 @@ class DatabaseReport:
             "n_valid": self.n_valid,
             "us_per_candidate": self.us_per_candidate,
             "records": [
-                {"predicted_s": r.predicted_s, "measured_s": r.measured_s, "valid": r.valid} for r in self.records
+                {"predicted_s": r.predicted_s, "measured_s": r.measured_s, "valid": r.valid, "geometry": r.geometry}
+                for r in self.records
             ],
         }
 
@@ -54,7 +57,8 @@ def score_estimates(estimates: List[Estimate], measured: List[Optional[float]]) 
     pairs = []
     for est, meas in zip(estimates, measured):
         predicted = est.latency_s if est.valid and math.isfinite(est.latency_s) else None
-        records.append(RecordEstimate(predicted_s=predicted, measured_s=meas, valid=est.valid, reason=est.reason))
+        records.append(RecordEstimate(predicted_s=predicted, measured_s=meas, valid=est.valid, reason=est.reason,
+                                      geometry=geometry_name(kernel_geometry(est.features))))
         if predicted is not None and meas is not None:
             pairs.append((predicted, meas))
     pred = [p for p, _ in pairs]

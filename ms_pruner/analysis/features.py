@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Dict, List
+from typing import Dict, List, Optional, Sequence
 
 from .tir_walk import BlockInfo, ProgramInfo
 
@@ -277,3 +277,29 @@ def _buffer_bytes(program: ProgramInfo, name: str) -> float:
     for dim in shape:
         total *= dim
     return total
+
+
+def kernel_geometry(features: Sequence[KernelFeatures]) -> Optional[tuple]:
+    """What the analyzer sees of a schedule's tiling, per kernel: grid, threads, accumulator fragments
+    per warp, main-loop trips and the bytes each operand tile brings to shared memory per trip.
+
+    Schedules of one geometry differ only in fetch widths, unroll depth, write-back width or the
+    loop order inside a thread, which the analyzer barely tells apart (the search spreads a cold
+    batch over geometries for that reason). None without GPU kernels.
+    """
+    if not features:
+        return None
+    key = []
+    for f in features:
+        block_trips = max(1, f.grid) * max(1, f.main_loop_trips)
+        tiles = tuple(round(c.bytes_total / block_trips) for c in f.copies
+                      if c.src_scope == "global" and is_shared(c.dst_scope))
+        key.append((f.grid, f.threads_per_block, f.acc_fragments_per_warp, f.main_loop_trips, tiles))
+    return tuple(key)
+
+
+def geometry_name(geometry: Optional[tuple]) -> Optional[str]:
+    if geometry is None:
+        return None
+    return "; ".join(f"grid {g} x {t} thr, {f:g} acc frags, {trips} trips, operand tiles {'+'.join(map(str, tiles))} B"
+                     for g, t, f, trips, tiles in geometry)

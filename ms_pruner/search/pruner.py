@@ -32,7 +32,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
 from ..tuning.records import mean_latency, measure_candidate, measured_batch
-from .geometry import capped_per_group, kernel_geometry
+from .geometry import capped_per_group
 
 DEFAULTS = dict(
     population=512,
@@ -325,10 +325,12 @@ class PrunerSearch(PySearchStrategy):
         return picks
 
     def _geometry(self, sch):
-        """The analyzer's view of a schedule's tiling (geometry.py); the tile sizes on a CPU."""
+        """The analyzer's view of a schedule's tiling (``analysis.kernel_geometry``); the tile
+        sizes on a CPU."""
+        from ..analysis import kernel_geometry
         from .droplet import tile_decisions
 
-        return kernel_geometry(self.analyzer.estimate(sch.mod)) or tile_decisions(sch.trace)
+        return kernel_geometry(self.analyzer.estimate(sch.mod).features) or tile_decisions(sch.trace)
 
     def _rank(self, schedules: List) -> List:
         if not schedules:
