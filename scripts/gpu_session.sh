@@ -41,8 +41,17 @@ ms() {
     [ "$status" -eq 0 ] || echo "== exit $status: ms-pruner $*" >&2
     return "$status"
 }
-compare() { ms compare --workload "$1" --target "$TARGET" --trials "$TRIALS" --per-iter "$PER_ITER" --strategies "$2" --seed 0 \
-    --out "$KEEP/compare" --no-progress; }
+compare() {
+    ms compare --workload "$1" --target "$TARGET" --trials "$TRIALS" --per-iter "$PER_ITER" --strategies "$2" --seed 0 \
+        --out "$KEEP/compare" --no-progress
+    local status=$? dir
+    # Every record of the run with the analyzer's estimate and kernel geometry, in measurement
+    # order (64 a round): how round 0 did by geometry, and the analyzer on GPU-measured records.
+    for dir in "$KEEP/compare/work/${1//:/_}/$2"-*; do
+        [ -s "$dir/database_tuning_record.json" ] && python3 -m ms_pruner analyze --db "$dir" --json > "$dir.analyze.json"
+    done
+    return "$status"
+}
 models() {
     for model in ${MODELS:-bert-layer resnet-block}; do
         ms tune-model --model "$model" --target "$TARGET" --trials "$MODEL_TRIALS" --strategy "$1" --seed 0 \
