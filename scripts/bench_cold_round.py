@@ -43,10 +43,9 @@ def _draft(spec: str):
 
 def _fetch_bytes(estimate) -> tuple:
     """Bytes per thread and instruction of each global->shared copy (the operand fetches), in order."""
-    from ms_pruner.analysis.features import is_shared
+    from ms_pruner.analysis.features import operand_fetches
 
-    return tuple(int(c.vector_lanes * c.elem_bytes) for f in estimate.features for c in f.copies
-                 if c.src_scope == "global" and is_shared(c.dst_scope))
+    return tuple(int(c.vector_lanes * c.elem_bytes) for f in estimate.features for c in operand_fetches(f))
 
 
 def _narrow_copies(estimate) -> bool:
@@ -96,19 +95,17 @@ def database_reference(path: str, analyzer) -> dict:
     _, schedules, latency = load_measured(path)
     measured = [(lat, analyzer.estimate(s)) for lat, s in zip(latency, schedules)]
     best_latency, best_estimate = min(measured, key=lambda m: m[0])
-    measured_families = collections.defaultdict(list)
+    best_family = _family(best_estimate)
+    measured_families, by_fetch, by_geometry = (collections.defaultdict(list) for _ in range(3))
     for lat, est in measured:
-        measured_families[_family(est)].append(lat * 1e6)
-    by_fetch = collections.defaultdict(list)
-    for lat, est in measured:
-        if _family(est) == _family(best_estimate):
+        family = _family(est)
+        measured_families[family].append(lat * 1e6)
+        if family == best_family:
             by_fetch[",".join(map(str, _fetch_bytes(est)))].append((lat * 1e6, est.latency_s * 1e6))
-    by_geometry = collections.defaultdict(list)
-    for lat, est in measured:
         by_geometry[kernel_geometry(est.features)].append((est.latency_s * 1e6, lat * 1e6))
     geometries = sorted(by_geometry.items(), key=lambda item: min(item[1]))
     reference = {"best_measured_us": best_latency * 1e6, "best_estimate_us": best_estimate.latency_s * 1e6,
-                 "best_family": _family(best_estimate),
+                 "best_family": best_family,
                  "measured_families": {k: {"records": len(v), "min_us": min(v), "median_us": float(np.median(v))}
                                        for k, v in measured_families.items()},
                  "fetch_widths_in_best_family": {

@@ -279,6 +279,11 @@ def _buffer_bytes(program: ProgramInfo, name: str) -> float:
     return total
 
 
+def operand_fetches(features: KernelFeatures) -> List[CopyStream]:
+    """The kernel's global->shared copies (the operand tiles of each main-loop trip), in order."""
+    return [c for c in features.copies if c.src_scope == "global" and is_shared(c.dst_scope)]
+
+
 def kernel_geometry(features: Sequence[KernelFeatures]) -> Optional[tuple]:
     """What the analyzer sees of a schedule's tiling, per kernel: grid, threads, accumulator fragments
     per warp, main-loop trips and the bytes each operand tile brings to shared memory per trip.
@@ -292,8 +297,7 @@ def kernel_geometry(features: Sequence[KernelFeatures]) -> Optional[tuple]:
     key = []
     for f in features:
         block_trips = max(1, f.grid) * max(1, f.main_loop_trips)
-        tiles = tuple(round(c.bytes_total / block_trips) for c in f.copies
-                      if c.src_scope == "global" and is_shared(c.dst_scope))
+        tiles = tuple(round(c.bytes_total / block_trips) for c in operand_fetches(f))
         key.append((f.grid, f.threads_per_block, f.acc_fragments_per_warp, f.main_loop_trips, tiles))
     return tuple(key)
 
