@@ -41,24 +41,11 @@ def _draft(spec: str):
     return generations, population, float(power or 1.0)
 
 
-def _fetch_bytes(estimate) -> tuple:
-    """Bytes per thread and instruction of each global->shared copy (the operand fetches), in order."""
-    from ms_pruner.analysis.features import operand_fetches
-
-    return tuple(int(c.vector_lanes * c.elem_bytes) for f in estimate.features for c in operand_fetches(f))
-
-
-def _narrow_copies(estimate) -> bool:
-    """Whether an operand fetch moves 4 bytes or fewer per thread and instruction (the database's
-    best family measured slower with such fetches: ``fetch_widths_in_best_family``)."""
-    return any(width <= 4 for width in _fetch_bytes(estimate))
-
-
 def cold_round(mod, target, generations: int, population: int, power: float, seed: int, threads: int,
                per_iter: int, analyzer, params: dict) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
-    from ms_pruner.analysis import kernel_geometry
+    from ms_pruner.analysis import has_narrow_fetch, kernel_geometry
     from ms_pruner.cost_model import PaCM
     from ms_pruner.search import PrunerSearch, tile_decisions
 
@@ -79,7 +66,7 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
             "params": params,
             "search_s": seconds, "split": strategy.timings[-1],
             "picks_estimate_us": sorted(e.latency_s * 1e6 for e in estimates), "families": dict(families),
-            "picks_with_narrow_copies": sum(_narrow_copies(e) for e in estimates),
+            "picks_with_narrow_copies": sum(has_narrow_fetch(e.features) for e in estimates),
             "most_picks_sharing_an_estimate": max(ties.values()),
             "geometries": len(geometries), "most_picks_sharing_a_geometry": max(geometries.values()),
             "distinct_tilings": len({tile_decisions(c.sch.trace) for c in picks})}
@@ -90,7 +77,7 @@ def database_reference(path: str, analyzer) -> dict:
     import numpy as np
 
     from ms_pruner.cost_model.evaluate import load_measured
-    from ms_pruner.analysis import geometry_name, kernel_geometry
+    from ms_pruner.analysis import geometry_name, kernel_geometry, operand_fetch_bytes
 
     _, schedules, latency = load_measured(path)
     measured = [(lat, analyzer.estimate(s)) for lat, s in zip(latency, schedules)]
@@ -101,7 +88,7 @@ def database_reference(path: str, analyzer) -> dict:
         family = _family(est)
         measured_families[family].append(lat * 1e6)
         if family == best_family:
-            by_fetch[",".join(map(str, _fetch_bytes(est)))].append((lat * 1e6, est.latency_s * 1e6))
+            by_fetch[",".join(map(str, operand_fetch_bytes(est.features)))].append((lat * 1e6, est.latency_s * 1e6))
         by_geometry[kernel_geometry(est.features)].append((est.latency_s * 1e6, lat * 1e6))
     geometries = sorted(by_geometry.items(), key=lambda item: min(item[1]))
     reference = {"best_measured_us": best_latency * 1e6, "best_estimate_us": best_estimate.latency_s * 1e6,

@@ -182,6 +182,57 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
     draft_geometries = set(per_geometry) | {searched._geometry(s) for s in searched.carry}
     assert len(draft_geometries) >= 4, "the draft should offer the batch several geometries"
     assert max(per_geometry.values()) <= 4 + 2, per_geometry
+    # Picks left with a narrow operand fetch are those whose widest-fetch variant was no use.
+    from ms_pruner.analysis import has_narrow_fetch
+    from ms_pruner.search.fetch_width import widest_fetch_variant
+
+    timing = strategy.timings[-1]
+    assert timing["widened"] > 0 and "widen_s" in timing
+    keys = {int(tvm_ffi.structural_hash(c.sch.mod)) for c in picks}
+    for candidate in picks:
+        estimate = searched.analyzer.estimate(candidate.sch.mod)
+        if has_narrow_fetch(estimate.features):
+            wide = widest_fetch_variant(searched.space, candidate.sch.trace, seed=1)
+            assert wide is None or int(tvm_ffi.structural_hash(wide.mod)) in keys or \
+                searched.analyzer.estimate(wide.mod).latency_s > estimate.latency_s
+
+
+def test_widest_fetch_variant_widens_only_the_cooperative_fetches(tensor_intrinsics):
+    """A sample with a narrow operand fetch, widened: every cooperative-fetch draw at least as wide as
+    before, no operand fetch left at 4 bytes or less, the tiling and the other decisions untouched;
+    a schedule already at the widest draws has nothing to widen."""
+    from ms_pruner.analysis import StaticAnalyzer, has_narrow_fetch, kernel_geometry, operand_fetch_bytes
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace, tile_decisions
+    from ms_pruner.search.fetch_width import cooperative_fetch_decisions, widest_fetch_variant
+
+    target = get_gpu_spec("h100").target()
+    space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
+    analyzer = StaticAnalyzer.for_target(target)
+    narrow = [s for s in space.sample(8, seed=3) if has_narrow_fetch(analyzer.estimate(s.mod).features)]
+    assert narrow, "three in four samples fetch an operand narrowly"
+
+    def draws(trace):
+        return [(inst.kind.name, int(trace.decisions[inst]) if inst.kind.name == "SampleCategorical"
+                 else tuple(int(x) for x in trace.decisions[inst]) if inst.kind.name == "SamplePerfectTile" else None)
+                for inst in trace.insts if inst in trace.decisions]
+
+    for sch in narrow[:3]:
+        base = sch.trace.simplified(remove_postproc=True)
+        fetches = cooperative_fetch_decisions(base)
+        assert len(fetches) >= 2  # the A and B operand copies (and the write-back)
+        wide = widest_fetch_variant(space, sch.trace, seed=1)
+        assert wide is not None
+        widened = wide.trace.simplified(remove_postproc=True)
+        before, after = analyzer.estimate(sch.mod), analyzer.estimate(wide.mod)
+        assert not has_narrow_fetch(after.features), operand_fetch_bytes(after.features)
+        assert kernel_geometry(after.features) == kernel_geometry(before.features)
+        assert tile_decisions(widened) == tile_decisions(base)
+        sampled = [inst for inst in base.insts if inst in base.decisions]
+        fetch_positions = {k for k, inst in enumerate(sampled) if any(inst.same_as(f) for f in fetches)}
+        changed = {k: (a[1], b[1]) for k, (a, b) in enumerate(zip(draws(base), draws(widened))) if a != b}
+        assert changed and set(changed) <= fetch_positions and all(b > a for a, b in changed.values())
+        assert widest_fetch_variant(space, wide.trace, seed=1) is None
 
 
 def test_cold_round_caps_the_picks_of_one_geometry(tensor_intrinsics):

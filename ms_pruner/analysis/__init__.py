@@ -7,7 +7,8 @@ into time with a per-SM model whose constants all come from the GPUSpec. See doc
 
 from .analyzer import Estimate, StaticAnalyzer
 from .db_eval import DatabaseReport, evaluate_database, replay_record
-from .features import KernelFeatures, geometry_name, kernel_features, kernel_geometry
+from .features import (KernelFeatures, geometry_name, has_narrow_fetch, kernel_features, kernel_geometry,
+                       operand_fetch_bytes)
 from .gpu_model import KernelEstimate, estimate_kernel
 from .metrics import ndcg_at_k, recall_at_top, spearman
 from .tir_walk import walk_primfunc
@@ -21,9 +22,11 @@ __all__ = [
     "estimate_kernel",
     "evaluate_database",
     "geometry_name",
+    "has_narrow_fetch",
     "kernel_features",
     "kernel_geometry",
     "ndcg_at_k",
+    "operand_fetch_bytes",
     "recall_at_top",
     "replay_record",
     "spearman",

@@ -18,7 +18,9 @@ One round (``generate_measure_candidates``):
    an ``eps_greedy`` share of random draft members, and (from round ``droplet_after`` on) the
    neighbours of the best measured schedule that the model likes best (Droplet exploitation).
    A cold round on a GPU spreads its best picks over kernel geometries (``cold_geometry_share``,
-   geometry.py), so one geometry the analyzer misjudged cannot take the whole batch.
+   geometry.py), so one geometry the analyzer misjudged cannot take the whole batch, and widens
+   the operand fetches of picks that fetch in 4 bytes or less (``widen_cold_fetches``,
+   fetch_width.py), which the analyzer underrates.
 4. Nothing measured before (same structural hash) is proposed again.
 """
 
@@ -51,6 +53,7 @@ DEFAULTS = dict(
     fresh_samples=128,
     categorical_mutate_prob=None,
     cold_geometry_share=None,
+    widen_cold_fetches=None,
 )
 # The cold round's parent-selection power when none is given, by how far the analyzer is trusted:
 # its GPU model ranks the real H100 records at Spearman 0.95, its CPU model the CPU ones at ~0.3.
@@ -61,6 +64,9 @@ CATEGORICAL_MUTATE_PROB = {"gpu": 0.2, "cpu": 0.0}
 # Most of a cold round's batch one kernel geometry may take (geometry.py), when none is given; on a CPU
 # the cold draft is diverse already (selection power 1) and the analyzer has no GPU geometry.
 COLD_GEOMETRY_SHARE = {"gpu": 0.25, "cpu": 1.0}
+# Whether a cold round widens its picks' narrow operand fetches (fetch_width.py), when not given; CPU
+# schedules have no cooperative fetches.
+WIDEN_COLD_FETCHES = {"gpu": 1.0, "cpu": 0.0}
 MIN_FRESH_SAMPLES = 16
 FIRST_ROUND_SAMPLES = 50
 
@@ -88,7 +94,8 @@ class PrunerSearch(PySearchStrategy):
                  droplet_neighbours: int = DEFAULTS["droplet_neighbours"], carry_over: int = DEFAULTS["carry_over"],
                  fresh_samples: int = DEFAULTS["fresh_samples"],
                  categorical_mutate_prob: Optional[float] = DEFAULTS["categorical_mutate_prob"],
-                 cold_geometry_share: Optional[float] = DEFAULTS["cold_geometry_share"], seed: int = 0,
+                 cold_geometry_share: Optional[float] = DEFAULTS["cold_geometry_share"],
+                 widen_cold_fetches: Optional[bool] = DEFAULTS["widen_cold_fetches"], seed: int = 0,
                  pretrained: Optional[str] = None, momentum: float = 0.9, timings: Optional[list] = None):
         super().__init__()
         self.params = dict(population=population, draft_size=draft_size, genetic_iters=genetic_iters,
@@ -99,7 +106,8 @@ class PrunerSearch(PySearchStrategy):
                            eps_greedy=eps_greedy, droplet_after=droplet_after, droplet_share=droplet_share,
                            droplet_neighbours=droplet_neighbours, carry_over=carry_over,
                            fresh_samples=fresh_samples, categorical_mutate_prob=categorical_mutate_prob,
-                           cold_geometry_share=cold_geometry_share, seed=seed, pretrained=pretrained,
+                           cold_geometry_share=cold_geometry_share, widen_cold_fetches=widen_cold_fetches,
+                           seed=seed, pretrained=pretrained,
                            momentum=momentum)
         self.timings = timings if timings is not None else []
         self.rng = random.Random(seed)
@@ -112,6 +120,8 @@ class PrunerSearch(PySearchStrategy):
         self.psa_cold = None  # ... and of the cold draft (cold_selection_power)
         self.draft_context = None  # the context the draft evolves in (with MutateCategorical on a GPU)
         self.cold_geometry_share = 1.0
+        self.widen_cold_fetches = False
+        self.estimates = {}  # this round's analyzer estimates by structural hash (geometry, fetch widths)
 
     # -- MetaSchedule plumbing ------------------------------------------------------------
     def _initialize_with_tune_context(self, context) -> None:
@@ -133,6 +143,7 @@ class PrunerSearch(PySearchStrategy):
         share = param("categorical_mutate_prob", CATEGORICAL_MUTATE_PROB)
         self.draft_context = with_categorical_mutator(context, share, self.params["seed"]) if share > 0 else context
         self.cold_geometry_share = param("cold_geometry_share", COLD_GEOMETRY_SHARE)
+        self.widen_cold_fetches = bool(param("widen_cold_fetches", WIDEN_COLD_FETCHES))
         self.psa = PSACostModel(self.analyzer)
         self.psa_cold = PSACostModel(self.analyzer, power=param("cold_selection_power", COLD_SELECTION_POWER))
         self.inner = self._evolution(self.params["population"], self.params["genetic_iters"])
@@ -219,6 +230,7 @@ class PrunerSearch(PySearchStrategy):
         timing["population"] = len(population)
 
         start = time.perf_counter()
+        self.estimates = {}
         cold = self.best is None
         fitness = self.psa_cold if cold else self.psa
         psa_seconds = fitness.seconds
@@ -244,6 +256,10 @@ class PrunerSearch(PySearchStrategy):
         start = time.perf_counter()
         picks = self._select(draft, droplet, batch, geometry_cap=self._cold_geometry_cap(batch) if cold else None)
         timing["verify_s"] = time.perf_counter() - start
+        if cold and self.widen_cold_fetches:
+            start = time.perf_counter()
+            picks, timing["widened"] = self._widen_fetches(picks)
+            timing["widen_s"] = time.perf_counter() - start
         timing["picked"] = len(picks)
         self.timings.append(timing)
         self.round += 1
@@ -324,13 +340,43 @@ class PrunerSearch(PySearchStrategy):
         self.carry = [s for s in ranked_draft if self._key(s.mod) not in seen][:self.params["carry_over"]]
         return picks
 
+    def _widen_fetches(self, picks: List):
+        """(``picks`` with each one that fetches an operand narrowly replaced by its widest-fetch
+        variant where that is valid, new, and estimated no slower; how many were replaced)."""
+        from ..analysis import has_narrow_fetch
+        from .fetch_width import widest_fetch_variant
+
+        keys = {self._key(sch.mod) for sch in picks}
+        out, widened = [], 0
+        for sch in picks:
+            estimate = self._estimate(sch)
+            wide = None
+            if has_narrow_fetch(estimate.features):
+                wide = widest_fetch_variant(self.space, sch.trace, seed=self.rng.randrange(1, 1 << 30))
+            key = self._key(wide.mod) if wide is not None else None
+            if wide is None or key in keys or key in self.measured or \
+                    self._estimate(wide).latency_s > estimate.latency_s:
+                out.append(sch)
+                continue
+            keys.add(key)
+            out.append(wide)
+            widened += 1
+        return out, widened
+
+    def _estimate(self, sch):
+        """The analyzer's estimate of ``sch``, computed once a round."""
+        key = self._key(sch.mod)
+        if key not in self.estimates:
+            self.estimates[key] = self.analyzer.estimate(sch.mod)
+        return self.estimates[key]
+
     def _geometry(self, sch):
         """The analyzer's view of a schedule's tiling (``analysis.kernel_geometry``); the tile
         sizes on a CPU."""
         from ..analysis import kernel_geometry
         from .droplet import tile_decisions
 
-        return kernel_geometry(self.analyzer.estimate(sch.mod).features) or tile_decisions(sch.trace)
+        return kernel_geometry(self._estimate(sch).features) or tile_decisions(sch.trace)
 
     def _rank(self, schedules: List) -> List:
         if not schedules:

@@ -18,7 +18,7 @@ from ..errors import UserError
 from .driver import tune_tir
 
 
-STRATEGY_PARTS = ("sample_s", "draft_s", "verify_s", "droplet_s")  # PrunerSearch's timings
+STRATEGY_PARTS = ("sample_s", "draft_s", "verify_s", "droplet_s", "widen_s")  # PrunerSearch's timings
 GEMM_KINDS = ("matmul", "matmul_nt", "batch_matmul", "dense_bias", "dense_bias_relu")
 
 

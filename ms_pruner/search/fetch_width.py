@@ -1,0 +1,48 @@
+"""Widening the operand fetches of a cold round's picks.
+
+The geometry cap (geometry.py) gives part of a cold batch to geometries the draft explored less,
+whose members keep the fetch widths MetaSchedule's sampler drew: three in four fetch an operand
+in 4 bytes or less per thread, which the H100 database measured 7-84% slower on its best tiling,
+where the analyzer sees a few percent. So before such a pick is measured, its cooperative-fetch
+decisions are set to their widest candidates (one replay, ~40 ms on a tensor-core matmul) and the
+widened schedule is measured instead, if it is valid and the analyzer estimates it no slower.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+COOPERATIVE_FETCH = "meta_schedule.cooperative_fetch"
+
+
+def cooperative_fetch_decisions(trace) -> List:
+    """The ``SampleCategorical`` instructions of ``trace`` whose draw is a cooperative fetch's
+    vector length (MetaSchedule annotates the copy block with the sampled variable)."""
+    sampled = [inst for inst in trace.insts if inst.kind.name == "SampleCategorical" and inst in trace.decisions]
+    annotated = [inst.inputs[1] for inst in trace.insts
+                 if inst.kind.name == "Annotate" and str(inst.attrs[0]) == COOPERATIVE_FETCH]
+    return [inst for inst in sampled if any(inst.outputs[0].same_as(value) for value in annotated)]
+
+
+def widest_fetch_variant(space, trace, seed: int) -> Optional[object]:
+    """``trace`` replayed with every cooperative fetch at its widest vector length, or, when that
+    does not pass the postprocessors, one candidate narrower at a time (never narrower than the
+    trace's own draw); None when no wider variant is valid or there is nothing to widen."""
+    base = trace.simplified(remove_postproc=True)
+    decisions = cooperative_fetch_decisions(base)
+    current = {inst: int(base.decisions[inst]) for inst in decisions}
+    longest = max((len(inst.attrs[0]) for inst in decisions), default=0)
+    for step in range(longest):
+        widened = base
+        changed = False
+        for inst in decisions:
+            index = max(current[inst], len(inst.attrs[0]) - 1 - step)
+            if index != current[inst]:
+                widened = widened.with_decision(inst, index, remove_postproc=True)
+                changed = True
+        if not changed:
+            return None
+        sch = space.replay(widened, seed=seed)
+        if sch is not None:
+            return sch
+    return None
