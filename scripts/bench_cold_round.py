@@ -77,19 +77,20 @@ def database_reference(path: str, analyzer) -> dict:
     import numpy as np
 
     from ms_pruner.cost_model.evaluate import load_measured
-    from ms_pruner.analysis import geometry_name, kernel_geometry, operand_fetch_bytes
+    from ms_pruner.analysis import geometry_name, has_narrow_fetch, kernel_geometry, operand_fetch_bytes
 
     _, schedules, latency = load_measured(path)
     measured = [(lat, analyzer.estimate(s)) for lat, s in zip(latency, schedules)]
     best_latency, best_estimate = min(measured, key=lambda m: m[0])
     best_family = _family(best_estimate)
-    measured_families, by_fetch, by_geometry = (collections.defaultdict(list) for _ in range(3))
+    measured_families, by_fetch, by_geometry, by_width = (collections.defaultdict(list) for _ in range(4))
     for lat, est in measured:
         family = _family(est)
         measured_families[family].append(lat * 1e6)
         if family == best_family:
             by_fetch[",".join(map(str, operand_fetch_bytes(est.features)))].append((lat * 1e6, est.latency_s * 1e6))
         by_geometry[kernel_geometry(est.features)].append((est.latency_s * 1e6, lat * 1e6))
+        by_width[kernel_geometry(est.features), has_narrow_fetch(est.features)].append((lat * 1e6, est.latency_s * 1e6))
     geometries = sorted(by_geometry.items(), key=lambda item: min(item[1]))
     reference = {"best_measured_us": best_latency * 1e6, "best_estimate_us": best_estimate.latency_s * 1e6,
                  "best_family": best_family,
@@ -100,7 +101,15 @@ def database_reference(path: str, analyzer) -> dict:
                      for k, v in sorted(by_fetch.items())},
                  "geometries_by_best_estimate": [
                      {"geometry": geometry_name(k), "records": len(v), "best_estimate_us": min(v)[0],
-                      "best_measured_us": min(m for _, m in v)} for k, v in geometries[:12]]}
+                      "best_measured_us": min(m for _, m in v)} for k, v in geometries[:12]],
+                 # Geometries measured with both narrow (<= 4 B) and wide operand fetches: what widening
+                 # a pick of that geometry would have changed, best against best.
+                 "narrow_vs_wide_by_geometry": sorted((
+                     {"geometry": geometry_name(k), "wide_records": len(wide), "narrow_records": len(narrow),
+                      "best_wide_us": min(wide)[0], "best_narrow_us": min(narrow)[0],
+                      "its_estimates_us": [min(wide)[1], min(narrow)[1]]}
+                     for k in by_geometry for wide, narrow in [(by_width[k, False], by_width[k, True])]
+                     if wide and narrow), key=lambda g: g["best_wide_us"])}
     print(f"database best {reference['best_measured_us']:.1f} us measured, {reference['best_estimate_us']:.1f} us "
           f"estimated ({reference['best_family']})")
     return reference

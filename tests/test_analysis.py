@@ -287,9 +287,11 @@ def test_analyzer_ranks_real_h100_records(capsys, tensor_intrinsics):
     assert len(report["records"]) == 191 and report["n_valid"] == 191
     assert report["spearman"] >= 0.8
     assert report["recall_top10_in_top30"] >= 0.7
-    assert set(report["records"][0]) == {"predicted_s", "measured_s", "valid", "geometry"}
+    assert set(report["records"][0]) == {"predicted_s", "measured_s", "valid", "geometry", "fetch_bytes"}
     best = min(report["records"], key=lambda r: r["measured_s"])
     assert best["geometry"] == "grid 1024 x 128 thr, 16 acc frags, 64 trips, operand tiles 8192+32768 B"
+    assert best["fetch_bytes"] == [16, 8]  # A in 8 fp16 lanes, B in 4 (docs/search.md's table)
+    assert sum(min(r["fetch_bytes"]) <= 4 for r in report["records"]) == 147  # the sampler's narrow draws
     assert sum(r["geometry"] == best["geometry"] for r in report["records"]) == 52
     assert report["us_per_candidate"] > 0
     # The fastest fifth, where the search decides: a plain max of the units gave these 38 records

@@ -8,7 +8,7 @@ import time
 from typing import List, Optional
 
 from .analyzer import Estimate, StaticAnalyzer
-from .features import geometry_name, kernel_geometry
+from .features import geometry_name, kernel_geometry, operand_fetch_bytes
 from .metrics import recall_at_top, spearman
 
 
@@ -19,6 +19,7 @@ class RecordEstimate:
     valid: bool
     reason: str
     geometry: Optional[str] = None  # features.geometry_name: which records are one kernel to the analyzer
+    fetch_bytes: Optional[List[int]] = None  # per thread and instruction of each operand fetch (features.py)
 
 
 @dataclasses.dataclass
@@ -36,7 +37,8 @@ class DatabaseReport:
             "n_valid": self.n_valid,
             "us_per_candidate": self.us_per_candidate,
             "records": [
-                {"predicted_s": r.predicted_s, "measured_s": r.measured_s, "valid": r.valid, "geometry": r.geometry}
+                {"predicted_s": r.predicted_s, "measured_s": r.measured_s, "valid": r.valid, "geometry": r.geometry,
+                 "fetch_bytes": r.fetch_bytes}
                 for r in self.records
             ],
         }
@@ -58,7 +60,8 @@ def score_estimates(estimates: List[Estimate], measured: List[Optional[float]]) 
     for est, meas in zip(estimates, measured):
         predicted = est.latency_s if est.valid and math.isfinite(est.latency_s) else None
         records.append(RecordEstimate(predicted_s=predicted, measured_s=meas, valid=est.valid, reason=est.reason,
-                                      geometry=geometry_name(kernel_geometry(est.features))))
+                                      geometry=geometry_name(kernel_geometry(est.features)),
+                                      fetch_bytes=list(operand_fetch_bytes(est.features)) if est.features else None))
         if predicted is not None and meas is not None:
             pairs.append((predicted, meas))
     pred = [p for p, _ in pairs]
