@@ -45,8 +45,9 @@ compare() {
     ms compare --workload "$1" --target "$TARGET" --trials "$TRIALS" --per-iter "$PER_ITER" --strategies "$2" --seed 0 \
         --out "$KEEP/compare" --no-progress
     local status=$? dir
-    # Every record of the run with the analyzer's estimate and kernel geometry, in measurement
-    # order (64 a round): how round 0 did by geometry, and the analyzer on GPU-measured records.
+    # Every record of the run with the analyzer's estimate, kernel geometry and fetch widths, in
+    # measurement order (64 a round): how round 0 did by geometry and width (widened hedges), and the
+    # analyzer on GPU-measured records.
     for dir in "$KEEP/compare/work/${1//:/_}/$2"-*; do
         [ -s "$dir/database_tuning_record.json" ] && python3 -m ms_pruner analyze --db "$dir" --json > "$dir.analyze.json"
     done
