@@ -89,8 +89,9 @@ def database_reference(path: str, analyzer) -> dict:
         measured_families[family].append(lat * 1e6)
         if family == best_family:
             by_fetch[",".join(map(str, operand_fetch_bytes(est.features)))].append((lat * 1e6, est.latency_s * 1e6))
-        by_geometry[kernel_geometry(est.features)].append((est.latency_s * 1e6, lat * 1e6))
-        by_width[kernel_geometry(est.features), has_narrow_fetch(est.features)].append((lat * 1e6, est.latency_s * 1e6))
+        geometry = kernel_geometry(est.features)
+        by_geometry[geometry].append((est.latency_s * 1e6, lat * 1e6))
+        by_width[geometry, has_narrow_fetch(est.features)].append((lat * 1e6, est.latency_s * 1e6))
     geometries = sorted(by_geometry.items(), key=lambda item: min(item[1]))
     reference = {"best_measured_us": best_latency * 1e6, "best_estimate_us": best_estimate.latency_s * 1e6,
                  "best_family": best_family,
