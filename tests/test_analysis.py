@@ -177,6 +177,18 @@ def test_tensor_core_terms_match_lowered_code(tensor_core_candidates, spec):
         assert kernel.smem_per_block == pytest.approx(int(allocated["shared.dyn"]), rel=0.05)
 
 
+def test_analyzer_of_a_target_uses_that_part(tensor_core_candidates):
+    """An H100 PCIe target (sm_90a like the SXM part, 114 SMs at a lower clock) gets the PCIe figures,
+    so the same kernels are estimated slower than on the SXM part."""
+    from ms_pruner.hardware import GPUS
+
+    _, schedules = tensor_core_candidates["matmul:1024x1024x1024:float16:float32"]
+    sxm, pcie = (StaticAnalyzer.for_target(GPUS[name].target()) for name in ("h100", "h100-pcie"))
+    assert (sxm.hardware.name, pcie.hardware.name) == ("h100", "h100-pcie")
+    for sch in schedules:
+        assert pcie.estimate(sch).latency_s > sxm.estimate(sch).latency_s
+
+
 def test_cpu_roofline_prefers_parallel_vectorized_code():
     from tvm.s_tir import Schedule
 

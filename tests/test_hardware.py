@@ -1,7 +1,8 @@
 import pytest
 
 from ms_pruner.errors import UserError
-from ms_pruner.hardware import GPUS, GPUSpec, detect_cpu, get_gpu_spec, resolve_target, spec_from_device_name
+from ms_pruner.hardware import (GPUS, GPUSpec, detect_cpu, get_gpu_spec, resolve_target, spec_for_target,
+                                spec_from_device_name)
 
 
 def test_required_gpus_are_described():
@@ -36,16 +37,36 @@ def test_h100_target_matches_the_tag_stock_metaschedule_uses():
 
     import json
 
-    assert json.loads(str(GPUSpec.h100().target())) == json.loads(str(Target("nvidia/nvidia-h100")))
+    ours = json.loads(str(GPUSpec.h100().target()))
+    assert ours.pop("model") == "h100"
+    assert ours == json.loads(str(Target("nvidia/nvidia-h100")))
     raised = GPUSpec.h100().target(max_shared_memory_per_block=160 * 1024)
     assert int(raised.attrs["max_shared_memory_per_block"]) == 160 * 1024
     with pytest.raises(UserError, match="opt-in limit"):
         GPUSpec.a100().target(max_shared_memory_per_block=200 * 1024)
 
 
+def test_a_target_names_its_part_of_an_architecture():
+    """H100 SXM, H100 PCIe and H200 share sm_90a (A100 40/80 GB sm_80, RTX 4090 and L4 sm_89) but not
+    SM counts, clocks or bandwidths: each spec's target leads back to that spec, TVM's tags and bare
+    targets to the part the tag describes."""
+    from tvm.target import Target
+
+    for name, spec in GPUS.items():
+        assert spec_for_target(spec.target()) is spec, name
+        assert spec_for_target(spec.target(max_shared_memory_per_block=spec.smem_per_block_bytes)) is spec, name
+    assert spec_for_target(Target("nvidia/nvidia-h100")).name == "h100"
+    assert spec_for_target(Target("nvidia/nvidia-a100")).name == "a100"
+    assert spec_for_target(Target({"kind": "cuda", "arch": "sm_89"})).name == "rtx4090"
+    assert spec_for_target(Target({"kind": "cuda", "arch": "sm_80", "model": "my-board"})).name == "a100"
+    assert len({str(spec.target()) for spec in GPUS.values()}) == len(GPUS)
+
+
 def test_resolve_target_without_device_requirement():
     choice = resolve_target("h100", require_device=False)
     assert choice.is_cuda and choice.gpu.name == "h100"
+    pcie = resolve_target("h100-pcie", require_device=False)
+    assert spec_for_target(pcie.target) is pcie.gpu is GPUS["h100-pcie"]
     cpu = resolve_target("llvm")
     assert cpu.target.kind.name == "llvm" and cpu.cpu.physical_cores >= 1
     with pytest.raises(UserError, match="--target is llvm"):

@@ -6,7 +6,7 @@ import dataclasses
 import math
 from typing import List, Optional, Union
 
-from ..hardware import CPUSpec, GPUSpec, detect_cpu, get_gpu_spec
+from ..hardware import CPUSpec, GPUSpec, detect_cpu, get_gpu_spec, spec_for_target
 from .cpu_model import CPUEstimate, estimate_cpu
 from .features import KernelFeatures, kernel_features
 from .gpu_model import KernelEstimate, estimate_kernel
@@ -58,12 +58,10 @@ class StaticAnalyzer:
     @classmethod
     def for_target(cls, target, gpu: Optional[GPUSpec] = None, cpu: Optional[CPUSpec] = None,
                    **kwargs) -> "StaticAnalyzer":
-        """The analyzer for a MetaSchedule target: its GPU (by arch unless given) or a CPU (this one
-        unless given)."""
+        """The analyzer for a MetaSchedule target: its GPU (``spec_for_target`` unless given) or a
+        CPU (this one unless given)."""
         if target.kind.name == "cuda":
-            if gpu is None:
-                arch = str(target.attrs.get("arch", "sm_90a"))
-                gpu = next((s for s in _gpus_by_arch() if s.arch == arch), get_gpu_spec("h100"))
+            gpu = gpu or spec_for_target(target)
             limit = int(target.attrs.get("max_shared_memory_per_block", gpu.smem_per_block_bytes))
             return cls(gpu, max_shared_memory=limit, target=target, **kwargs)
         return cls(cpu or detect_cpu(), target=target, **kwargs)
@@ -118,10 +116,3 @@ class StaticAnalyzer:
             lines = [line for line in str(err).splitlines() if line.strip()]
             return "failed to lower: " + (lines[-1] if lines else type(err).__name__)
         return ""
-
-
-def _gpus_by_arch():
-    from ..hardware import GPUS
-
-    preferred = ["h100", "a100", "rtx4090", "rtx3090"]
-    return [GPUS[name] for name in preferred] + [s for n, s in GPUS.items() if n not in preferred]

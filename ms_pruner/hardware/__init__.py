@@ -1,7 +1,7 @@
 """Hardware descriptions: GPU datasheets, the host CPU, and target resolution."""
 
 from .cpus import CPUSpec, detect_cpu
-from .gpus import GPUS, GPUSpec, get_gpu_spec, spec_from_device_name
+from .gpus import GPUS, GPUSpec, get_gpu_spec, spec_for_target, spec_from_device_name
 from .target import TargetChoice, cuda_device_name, detect_gpu, llvm_target, resolve_target
 
 __all__ = [
@@ -15,5 +15,6 @@ __all__ = [
     "get_gpu_spec",
     "llvm_target",
     "resolve_target",
+    "spec_for_target",
     "spec_from_device_name",
 ]

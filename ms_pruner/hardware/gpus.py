@@ -72,8 +72,11 @@ class GPUSpec:
     def target(self, max_shared_memory_per_block: Optional[int] = None):
         """The MetaSchedule target for this GPU.
 
-        By default this is exactly what TVM's tag gives (48 KiB shared memory per block, as stock
-        MetaSchedule tunes), so records from us and from stock MetaSchedule are comparable.
+        By default this is what TVM's tag gives (48 KiB shared memory per block, as stock
+        MetaSchedule tunes), so records from us and from stock MetaSchedule are comparable, plus
+        TVM's ``model`` attribute naming this spec: parts of one architecture (H100 SXM, H100 PCIe
+        and H200 are all ``sm_90a``) get the same code but not the same analyzer figures, and
+        ``spec_for_target`` reads the part back from the target a strategy is given.
         ``max_shared_memory_per_block`` raises the cap towards ``smem_per_block_bytes``.
         """
         from tvm.target import Target
@@ -98,6 +101,7 @@ class GPUSpec:
                     f"{self.name} opt-in limit of {self.smem_per_block_bytes} bytes"
                 )
             config["max_shared_memory_per_block"] = max_shared_memory_per_block
+        config["model"] = self.name
         return Target(config)
 
     # Named constructors for the common parts, so call sites read ``GPUSpec.h100()``.
@@ -280,6 +284,23 @@ def get_gpu_spec(name: str) -> GPUSpec:
         if spec.marketing_name.lower() == name.strip().lower():
             return spec
     raise UserError(f"unknown GPU '{name}'; known: {', '.join(sorted(GPUS))}")
+
+
+# Which part an architecture means when a target does not name one (TVM's own tags do not): the
+# part TVM's tag for that architecture describes.
+_PART_BY_ARCH_ORDER = ["h100", "a100", "rtx4090", "rtx3090"]
+
+
+def spec_for_target(target) -> GPUSpec:
+    """The GPU a CUDA target is for: the spec its ``model`` attribute names (``GPUSpec.target``
+    sets it), else the usual part of its ``arch`` (``nvidia/nvidia-h100`` -> h100), else h100."""
+    model = str(target.attrs.get("model", "") or "")
+    if model in GPUS:
+        return GPUS[model]
+    arch = str(target.attrs.get("arch", ""))
+    ordered = [GPUS[name] for name in _PART_BY_ARCH_ORDER] + [
+        spec for name, spec in GPUS.items() if name not in _PART_BY_ARCH_ORDER]
+    return next((spec for spec in ordered if spec.arch == arch), GPUS["h100"])
 
 
 def spec_from_device_name(device_name: str) -> Optional[GPUSpec]:
