@@ -38,6 +38,15 @@ def write_json(path: str, payload: dict) -> None:
     print(f"wrote {path}")
 
 
+def write_text(text: str, out=None) -> None:
+    """A report to ``out`` (a path) when given, else to stdout."""
+    if out:
+        with open(out, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    else:
+        sys.stdout.write(text)
+
+
 def command_line() -> str:
     return "python " + " ".join(sys.argv)
 

@@ -16,6 +16,8 @@ import os
 import statistics
 import sys
 
+from _common import write_text
+
 
 def load(out_dir: str) -> dict:
     with open(os.path.join(out_dir, "compare.json")) as handle:
@@ -61,12 +63,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     reports = [load(d) for d in args.dirs]
     header = "Seeds joined: " + ", ".join(f"`{d}` (seed {r['seed']})" for d, r in zip(args.dirs, reports)) + "\n\n"
-    text = header + table(reports)
-    if args.out:
-        with open(args.out, "w") as handle:
-            handle.write(text)
-    else:
-        sys.stdout.write(text)
+    write_text(header + table(reports), args.out)
     return 0
 
 

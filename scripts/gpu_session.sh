@@ -47,9 +47,10 @@ compare() {
     local status=$? dir
     # Every record of the run with the analyzer's estimate, kernel geometry and fetch widths, in
     # measurement order (64 a round): how round 0 did by geometry and width (widened hedges), and the
-    # analyzer on GPU-measured records.
+    # analyzer on GPU-measured records; .geometry.md groups them (scripts/geometry_report.py).
     for dir in "$KEEP/compare/work/${1//:/_}/$2"-*; do
-        [ -s "$dir/database_tuning_record.json" ] && python3 -m ms_pruner analyze --db "$dir" --json > "$dir.analyze.json"
+        [ -s "$dir/database_tuning_record.json" ] && python3 -m ms_pruner analyze --db "$dir" --json > "$dir.analyze.json" &&
+            python3 scripts/geometry_report.py "$dir.analyze.json" --per-round "$PER_ITER" > "$dir.geometry.md"
     done
     return "$status"
 }

@@ -1,11 +1,14 @@
 """The static analyzer on hand-made schedules (answers known from first principles) and real data."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from conftest import H100_MM4096, needs_h100_data
+from conftest import H100_MM4096, REPO_ROOT, needs_h100_data
 from ms_pruner.analysis import StaticAnalyzer, recall_at_top, spearman
 from ms_pruner.hardware import CPUSpec, GPUSpec, get_gpu_spec
 from ms_pruner.workloads import parse_workload
@@ -291,7 +294,7 @@ def test_constant_predictor_scores_like_chance():
 
 
 @needs_h100_data
-def test_analyzer_ranks_real_h100_records(capsys, tensor_intrinsics):
+def test_analyzer_ranks_real_h100_records(capsys, tmp_path, tensor_intrinsics):
     from ms_pruner.cli import main
 
     assert main(["analyze", "--db", H100_MM4096, "--gpu", "h100", "--json"]) == 0
@@ -310,6 +313,23 @@ def test_analyzer_ranks_real_h100_records(capsys, tensor_intrinsics):
     # 5 distinct estimates (Spearman 0.48 within them); imperfect overlap gives 11 (0.63).
     fastest = sorted(report["records"], key=lambda r: r["measured_s"])[:38]
     assert spearman([r["predicted_s"] for r in fastest], [r["measured_s"] for r in fastest]) > 0.5
+    # Read by geometry and fetch widths in rounds of 64 (stock's run: its best family only in round 2).
+    from ms_pruner.analysis import RecordEstimate, group_by_geometry
+
+    groups = group_by_geometry([RecordEstimate(reason="", **r) for r in report["records"]], per_round=64)
+    assert sum(g.records for g in groups) == 191 and {len(g.per_round) for g in groups} == {3}
+    assert (groups[0].geometry, groups[0].fetch_bytes, groups[0].per_round) == (best["geometry"], (16, 8), [0, 0, 10])
+    assert groups[0].best_measured_s == best["measured_s"]
+    assert [g.best_measured_s for g in groups] == sorted(g.best_measured_s for g in groups)
+    same_shape = [r for r in report["records"] if r["geometry"] == best["geometry"] and r["fetch_bytes"] == [16, 8]]
+    assert groups[0].best_predicted_s == min(r["predicted_s"] for r in same_shape)
+    path = tmp_path / "run.analyze.json"
+    path.write_text(json.dumps(report))
+    script = os.path.join(REPO_ROOT, "scripts", "geometry_report.py")
+    text = subprocess.run([sys.executable, script, str(path), "--reference-us", "480", "--top", "3"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "3 rounds of 64" in text and text.count("| grid ") == 3
+    assert "First at or below 480.0 us: round 2 (4 records" in text
 
 
 @needs_h100_data

@@ -6,7 +6,7 @@ into time with a per-SM model whose constants all come from the GPUSpec. See doc
 """
 
 from .analyzer import Estimate, StaticAnalyzer
-from .db_eval import DatabaseReport, evaluate_database, replay_record
+from .db_eval import DatabaseReport, GeometryGroup, RecordEstimate, evaluate_database, group_by_geometry, replay_record
 from .features import (KernelFeatures, geometry_name, has_narrow_fetch, kernel_features, kernel_geometry,
                        operand_fetch_bytes)
 from .gpu_model import KernelEstimate, estimate_kernel
@@ -16,12 +16,15 @@ from .tir_walk import walk_primfunc
 __all__ = [
     "DatabaseReport",
     "Estimate",
+    "GeometryGroup",
     "KernelEstimate",
     "KernelFeatures",
+    "RecordEstimate",
     "StaticAnalyzer",
     "estimate_kernel",
     "evaluate_database",
     "geometry_name",
+    "group_by_geometry",
     "has_narrow_fetch",
     "kernel_features",
     "kernel_geometry",

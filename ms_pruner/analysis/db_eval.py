@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .analyzer import Estimate, StaticAnalyzer
 from .features import geometry_name, kernel_geometry, operand_fetch_bytes
@@ -42,6 +42,48 @@ class DatabaseReport:
                 for r in self.records
             ],
         }
+
+
+@dataclasses.dataclass
+class GeometryGroup:
+    """The records of one kernel geometry and one set of operand fetch widths."""
+
+    geometry: str
+    fetch_bytes: Optional[Tuple[int, ...]]
+    per_round: List[int]  # records each round measured
+    best_measured_s: Optional[float]
+    best_predicted_s: Optional[float]
+
+    @property
+    def records(self) -> int:
+        return sum(self.per_round)
+
+
+def group_by_geometry(records: Sequence[RecordEstimate], per_round: int) -> List[GeometryGroup]:
+    """Valid records grouped by (geometry, fetch widths), best measured first.
+
+    ``records`` are in measurement order (as ``evaluate_database`` gives them), ``per_round`` records
+    a round: a tuning run read this way shows which kernel shapes each round tried and how they
+    measured, which a ranking score (Spearman) does not.
+    """
+    rounds = max(1, math.ceil(len(records) / per_round))
+    groups: Dict[tuple, GeometryGroup] = {}
+    for index, record in enumerate(records):
+        if not record.valid or record.geometry is None:
+            continue
+        fetch = tuple(record.fetch_bytes) if record.fetch_bytes else None
+        group = groups.setdefault((record.geometry, fetch),
+                                  GeometryGroup(record.geometry, fetch, [0] * rounds, None, None))
+        group.per_round[index // per_round] += 1
+        group.best_measured_s = _smaller(group.best_measured_s, record.measured_s)
+        group.best_predicted_s = _smaller(group.best_predicted_s, record.predicted_s)
+    return sorted(groups.values(), key=lambda g: (g.best_measured_s is None, g.best_measured_s or 0.0))
+
+
+def _smaller(current: Optional[float], value: Optional[float]) -> Optional[float]:
+    if value is None:
+        return current
+    return value if current is None else min(current, value)
 
 
 def replay_record(record):
