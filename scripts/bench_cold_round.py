@@ -45,7 +45,7 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
                per_iter: int, analyzer, params: dict) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
-    from ms_pruner.analysis import has_narrow_fetch, kernel_geometry
+    from ms_pruner.analysis import geometry_name, has_narrow_fetch, kernel_geometry, operand_fetch_bytes
     from ms_pruner.cost_model import PaCM
     from ms_pruner.search import PrunerSearch, tile_decisions
 
@@ -62,6 +62,9 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
     families = collections.Counter(_family(e) for e in estimates)
     ties = collections.Counter(f"{e.latency_s:.6g}" for e in estimates)
     geometries = collections.Counter(kernel_geometry(e.features) for e in estimates)
+    shapes = collections.defaultdict(list)
+    for e in estimates:
+        shapes[geometry_name(kernel_geometry(e.features)), operand_fetch_bytes(e.features)].append(e.latency_s * 1e6)
     return {"generations": generations, "population": population, "selection_power": power, "seed": seed,
             "params": params,
             "search_s": seconds, "split": strategy.timings[-1],
@@ -69,7 +72,10 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
             "picks_with_narrow_copies": sum(has_narrow_fetch(e.features) for e in estimates),
             "most_picks_sharing_an_estimate": max(ties.values()),
             "geometries": len(geometries), "most_picks_sharing_a_geometry": max(geometries.values()),
-            "distinct_tilings": len({tile_decisions(c.sch.trace) for c in picks})}
+            "distinct_tilings": len({tile_decisions(c.sch.trace) for c in picks}),
+            "picks_by_shape": sorted(({"geometry": g, "fetch_bytes": list(f), "picks": len(v),
+                                       "best_estimate_us": min(v)} for (g, f), v in shapes.items()),
+                                     key=lambda x: x["best_estimate_us"])}
 
 
 def database_reference(path: str, analyzer) -> dict:
@@ -100,6 +106,7 @@ def database_reference(path: str, analyzer) -> dict:
                  "fetch_widths_in_best_family": {
                      k: {"records": len(v), "min_us": min(v)[0], "its_estimate_us": min(v)[1]}
                      for k, v in sorted(by_fetch.items())},
+                 "best_measured_by_geometry": {geometry_name(k): min(m for _, m in v) for k, v in geometries},
                  "geometries_by_best_estimate": [
                      {"geometry": geometry_name(k), "records": len(v), "best_estimate_us": min(v)[0],
                       "best_measured_us": min(m for _, m in v)} for k, v in geometries[:12]],
@@ -184,6 +191,8 @@ def main() -> int:
             if "best_estimate_us" in reference:
                 run["picks_below_best_estimate"] = int((picks < reference["best_estimate_us"]).sum())
                 run["picks_in_best_family"] = run["families"].get(reference["best_family"], 0)
+                for shape in run["picks_by_shape"]:  # how the database measured that geometry, if it did
+                    shape["db_best_measured_us"] = reference["best_measured_by_geometry"].get(shape["geometry"])
                 versus = (f"{run['picks_below_best_estimate']} below the measured best's estimate; "
                           f"{run['picks_in_best_family']} in its family")
             else:
