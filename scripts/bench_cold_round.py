@@ -61,10 +61,11 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
     estimates = [analyzer.estimate(c.sch) for c in picks]
     families = collections.Counter(_family(e) for e in estimates)
     ties = collections.Counter(f"{e.latency_s:.6g}" for e in estimates)
-    geometries = collections.Counter(kernel_geometry(e.features) for e in estimates)
+    pick_geometries = [kernel_geometry(e.features) for e in estimates]
+    geometries = collections.Counter(pick_geometries)
     shapes = collections.defaultdict(list)
-    for e in estimates:
-        shapes[geometry_name(kernel_geometry(e.features)), operand_fetch_bytes(e.features)].append(e.latency_s * 1e6)
+    for e, geometry in zip(estimates, pick_geometries):
+        shapes[geometry_name(geometry), operand_fetch_bytes(e.features)].append(e.latency_s * 1e6)
     return {"generations": generations, "population": population, "selection_power": power, "seed": seed,
             "params": params,
             "search_s": seconds, "split": strategy.timings[-1],
