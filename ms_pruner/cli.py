@@ -91,7 +91,7 @@ def cmd_show(args) -> int:
 def cmd_analyze(args) -> int:
     from .analysis import evaluate_database
 
-    report = evaluate_database(args.db, gpu=args.gpu)
+    report = evaluate_database(args.db, gpu=args.gpu, ptxas=args.ptxas)
     if args.json:
         print(json.dumps(report.as_json()))
         return 0
@@ -104,6 +104,12 @@ def cmd_analyze(args) -> int:
         f"spearman {report.spearman:.3f}  recall_top10_in_top30 {report.recall_top10_in_top30:.3f}  "
         f"n_valid {report.n_valid}/{len(report.records)}  {report.us_per_candidate:.0f} us per candidate"
     )
+    if report.registers is not None:
+        r = report.registers
+        print(f"ptxas: {r['kernels']} kernels; spill called by both {r['spill_both']}, "
+              f"by neither {r['spill_neither']}, "
+              f"by the analyzer only {r['spill_estimate_only']}, by ptxas only {r['spill_ptxas_only']}; "
+              f"same blocks per SM {r['same_blocks_per_sm']}; median register error {r['regs_error_median']}")
     return 0
 
 
@@ -241,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--db", required=True, help="MetaSchedule JSON database directory")
     analyze.add_argument("--gpu", default=None, help="GPU spec to assume (default: from the record target)")
     analyze.add_argument("--json", action="store_true")
+    analyze.add_argument("--ptxas", action="store_true",
+                         help="also compile each CUDA record with nvcc and hold the analyzer's registers "
+                              "against ptxas's")
     analyze.set_defaults(func=cmd_analyze)
 
     evaluate = sub.add_parser("evaluate-model", help="train cost models on early records, score later ones")

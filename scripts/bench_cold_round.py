@@ -42,10 +42,11 @@ def _draft(spec: str):
 
 
 def cold_round(mod, target, generations: int, population: int, power: float, seed: int, threads: int,
-               per_iter: int, analyzer, params: dict) -> dict:
+               per_iter: int, analyzer, params: dict, ptxas: bool = False) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
-    from ms_pruner.analysis import geometry_name, has_narrow_fetch, kernel_geometry, operand_fetch_bytes
+    from ms_pruner.analysis import (geometry_name, has_narrow_fetch, kernel_geometry, operand_fetch_bytes,
+                                    summarize_register_checks)
     from ms_pruner.cost_model import PaCM
     from ms_pruner.search import PrunerSearch, tile_decisions
 
@@ -63,9 +64,10 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
     ties = collections.Counter(f"{e.latency_s:.6g}" for e in estimates)
     pick_geometries = [kernel_geometry(e.features) for e in estimates]
     geometries = collections.Counter(pick_geometries)
+    checks = _register_checks(picks, estimates, target, analyzer) if ptxas else [None] * len(picks)
     shapes = collections.defaultdict(list)
-    for e, geometry in zip(estimates, pick_geometries):
-        shapes[geometry_name(geometry), operand_fetch_bytes(e.features)].append(e.latency_s * 1e6)
+    for e, geometry, check in zip(estimates, pick_geometries, checks):
+        shapes[geometry_name(geometry), operand_fetch_bytes(e.features)].append((e.latency_s * 1e6, check))
     return {"generations": generations, "population": population, "selection_power": power, "seed": seed,
             "params": params,
             "search_s": seconds, "split": strategy.timings[-1],
@@ -74,9 +76,34 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
             "most_picks_sharing_an_estimate": max(ties.values()),
             "geometries": len(geometries), "most_picks_sharing_a_geometry": max(geometries.values()),
             "distinct_tilings": len({tile_decisions(c.sch.trace) for c in picks}),
-            "picks_by_shape": sorted(({"geometry": g, "fetch_bytes": list(f), "picks": len(v),
-                                       "best_estimate_us": min(v)} for (g, f), v in shapes.items()),
-                                     key=lambda x: x["best_estimate_us"])}
+            "picks_by_shape": sorted((_shape_row(g, f, v) for (g, f), v in shapes.items()),
+                                     key=lambda x: x["best_estimate_us"]),
+            **({"ptxas": summarize_register_checks(checks)} if ptxas else {})}
+
+
+def _register_checks(picks, estimates, target, analyzer) -> list:
+    """Each pick's (first) kernel against ptxas's report of it (builder.resources), or None."""
+    from ms_pruner.analysis import check_registers
+    from ms_pruner.builder import candidate_resources
+
+    checks = []
+    for pick, estimate in zip(picks, estimates):
+        paired = check_registers(estimate, candidate_resources(pick.sch.mod, target), analyzer.hardware,
+                                 analyzer.max_shared_memory)
+        checks.append(paired[0] if paired else None)
+    return checks
+
+
+def _shape_row(geometry: str, fetch: tuple, picks: list) -> dict:
+    row = {"geometry": geometry, "fetch_bytes": list(fetch), "picks": len(picks),
+           "best_estimate_us": min(us for us, _ in picks)}
+    checks = [c for _, c in picks if c is not None]
+    if checks:
+        row["regs_estimate"] = checks[0].regs_estimate
+        row["regs_ptxas"] = [min(c.regs_ptxas for c in checks), max(c.regs_ptxas for c in checks)]
+        row["spilling_picks"] = sum(c.spill_ptxas for c in checks)
+        row["blocks_per_sm"] = sorted({(c.blocks_per_sm_estimate, c.blocks_per_sm_ptxas) for c in checks})
+    return row
 
 
 def database_reference(path: str, analyzer) -> dict:
@@ -162,6 +189,8 @@ def main() -> int:
                              "categorical_mutate_prob=0")
     add_workload_arguments(parser)
     parser.add_argument("--random", type=int, default=128, help="random samples for --workload's scale")
+    parser.add_argument("--ptxas", action="store_true",
+                        help="compile every pick with nvcc and hold the analyzer's registers against ptxas's")
     args = parser.parse_args()
 
     import numpy as np
@@ -187,7 +216,7 @@ def main() -> int:
     for seed in (int(s) for s in args.seeds.split(",")):
         for generations, population, power in map(_draft, args.drafts.split(",")):
             run = cold_round(mod, target, generations, population, power, seed, default_max_workers(), args.per_iter,
-                             analyzer, params)
+                             analyzer, params, ptxas=args.ptxas)
             picks = np.array(run["picks_estimate_us"])
             if "best_estimate_us" in reference:
                 run["picks_below_best_estimate"] = int((picks < reference["best_estimate_us"]).sum())
@@ -206,6 +235,8 @@ def main() -> int:
                   f"{run['distinct_tilings']} tilings, {run['picks_with_narrow_copies']} with narrow copies, at most "
                   f"{run['most_picks_sharing_an_estimate']} sharing an estimate, {run['geometries']} geometries "
                   f"(at most {run['most_picks_sharing_a_geometry']} picks in one); {versus}", flush=True)
+            if "ptxas" in run:
+                print(f"  ptxas: {run['ptxas']}", flush=True)
             runs.append(run)
     if args.out:
         write_json(args.out, dict({"command": command_line(), "machine": machine()}, **searched_source(args, target),

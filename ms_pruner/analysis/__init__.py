@@ -11,6 +11,7 @@ from .features import (KernelFeatures, geometry_name, has_narrow_fetch, kernel_f
                        operand_fetch_bytes)
 from .gpu_model import KernelEstimate, estimate_kernel
 from .metrics import ndcg_at_k, recall_at_top, spearman
+from .registers import RegisterCheck, check_registers, summarize_register_checks
 from .tir_walk import walk_primfunc
 
 __all__ = [
@@ -20,7 +21,9 @@ __all__ = [
     "KernelEstimate",
     "KernelFeatures",
     "RecordEstimate",
+    "RegisterCheck",
     "StaticAnalyzer",
+    "check_registers",
     "estimate_kernel",
     "evaluate_database",
     "geometry_name",
@@ -33,5 +36,6 @@ __all__ = [
     "recall_at_top",
     "replay_record",
     "spearman",
+    "summarize_register_checks",
     "walk_primfunc",
 ]

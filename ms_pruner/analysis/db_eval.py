@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .analyzer import Estimate, StaticAnalyzer
 from .features import geometry_name, kernel_geometry, operand_fetch_bytes
 from .metrics import recall_at_top, spearman
+from .registers import RegisterCheck, check_registers, summarize_register_checks
 
 
 @dataclasses.dataclass
@@ -20,6 +22,7 @@ class RecordEstimate:
     reason: str
     geometry: Optional[str] = None  # features.geometry_name: which records are one kernel to the analyzer
     fetch_bytes: Optional[List[int]] = None  # per thread and instruction of each operand fetch (features.py)
+    registers: Optional[List[RegisterCheck]] = None  # per kernel, against ptxas (evaluate_database(ptxas=True))
 
 
 @dataclasses.dataclass
@@ -29,19 +32,28 @@ class DatabaseReport:
     n_valid: int
     us_per_candidate: float
     records: List[RecordEstimate]
+    registers: Optional[dict] = None  # summarize_register_checks over the records, with ptxas
+
 
     def as_json(self) -> dict:
-        return {
+        report = {
             "spearman": self.spearman,
             "recall_top10_in_top30": self.recall_top10_in_top30,
             "n_valid": self.n_valid,
             "us_per_candidate": self.us_per_candidate,
-            "records": [
-                {"predicted_s": r.predicted_s, "measured_s": r.measured_s, "valid": r.valid, "geometry": r.geometry,
-                 "fetch_bytes": r.fetch_bytes}
-                for r in self.records
-            ],
+            "records": [_record_json(r) for r in self.records],
         }
+        if self.registers is not None:
+            report["registers"] = self.registers
+        return report
+
+
+def _record_json(record: RecordEstimate) -> dict:
+    row = {"predicted_s": record.predicted_s, "measured_s": record.measured_s, "valid": record.valid,
+           "geometry": record.geometry, "fetch_bytes": record.fetch_bytes}
+    if record.registers is not None:
+        row["registers"] = [check.as_json() for check in record.registers]
+    return row
 
 
 @dataclasses.dataclass
@@ -117,11 +129,13 @@ def score_estimates(estimates: List[Estimate], measured: List[Optional[float]]) 
     )
 
 
-def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None) -> DatabaseReport:
+def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: bool = False) -> DatabaseReport:
     """Replay every record of the database in ``path``, estimate it and score the ranking.
 
     ``gpu`` (a name) or ``cpu`` (a CPUSpec) says which machine to describe instead of the target's
-    GPU or this host's CPU: records measured elsewhere are judged against that machine."""
+    GPU or this host's CPU: records measured elsewhere are judged against that machine. ``ptxas``
+    also compiles each CUDA record with nvcc (about a second each) and holds the analyzer's
+    registers, spill call and residency against ptxas's report (``registers``)."""
     from ..hardware import get_gpu_spec
     from ..tuning.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
 
@@ -129,6 +143,7 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None) -> Databas
     analyzers = {}
     estimates: List[Estimate] = []
     measured: List[Optional[float]] = []
+    registers: List[Optional[List[RegisterCheck]]] = []
     spent = 0.0
     for record in records:
         target_key = str(record.target)
@@ -141,6 +156,67 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None) -> Databas
         spent += time.perf_counter() - start
         latency = mean_latency(record)
         measured.append(latency if latency < FAILED_RUN_SECONDS else None)
+        if ptxas:
+            registers.append(_ptxas_checks(mod, record.target, estimates[-1], analyzers[target_key]))
     report = score_estimates(estimates, measured)
     report.us_per_candidate = spent / max(1, len(records)) * 1e6
+    if ptxas:
+        for row, checks in zip(report.records, registers):
+            row.registers = checks
+        report.registers = register_summary(report.records)
     return report
+
+
+def _ptxas_checks(mod, target, estimate: Estimate, analyzer: StaticAnalyzer) -> Optional[List[RegisterCheck]]:
+    """The record's kernels against ptxas; None when nvcc rejects the source (counted, not fatal)."""
+    import shutil
+
+    from ..builder.resources import candidate_resources
+    from ..errors import UserError
+
+    if target.kind.name != "cuda":
+        raise UserError(f"ptxas reports need CUDA records; this database's target is {target.kind.name}")
+    if shutil.which("nvcc") is None:
+        raise UserError("ptxas reports need nvcc on PATH")
+    try:
+        return check_registers(estimate, candidate_resources(mod, target), analyzer.hardware,
+                               analyzer.max_shared_memory)
+    except RuntimeError:
+        return None
+
+
+def register_summary(records: Sequence[RecordEstimate]) -> dict:
+    """summarize_register_checks over the records' first kernels, plus what the register count is
+    worth to the ranking and how far estimates fall from measurements with and without a spill.
+
+    ``spearman_with_ptxas_regs``: the records re-estimated with ptxas's register counts (every
+    kernel; ``RegisterCheck.latency_with_ptxas_regs_s``) against the measurements, beside the
+    analyzer's own; ``..._fastest_fifth``: the same over the fastest fifth measured."""
+    checks = [r.registers[0] if r.registers else None for r in records]
+    summary = summarize_register_checks(checks)
+    summary["records_without_report"] = sum(c is None for c in checks)
+    ratios: Dict[str, List[float]] = {"spilling": [], "not_spilling": []}
+    spilling_by_acc: Dict[str, List[float]] = {}
+    scored = []
+    for record, check in zip(records, checks):
+        if check is None or not record.predicted_s or not record.measured_s:
+            continue
+        ratio = record.measured_s / record.predicted_s
+        ratios["spilling" if check.spill_ptxas else "not_spilling"].append(ratio)
+        if check.spill_ptxas:
+            spilling_by_acc.setdefault(f"{check.acc_fragments_per_warp:g}", []).append(ratio)
+        rescored = record.predicted_s + sum(c.latency_with_ptxas_regs_s - c.latency_estimate_s
+                                            for c in record.registers)
+        scored.append((record.measured_s, record.predicted_s, rescored))
+    summary["measured_over_estimate_median"] = {k: statistics.median(v) if v else None for k, v in ratios.items()}
+    summary["measured_over_estimate_records"] = {k: len(v) for k, v in ratios.items()}
+    summary["spilling_by_acc_fragments"] = {
+        k: {"records": len(v), "measured_over_estimate_median": statistics.median(v)}
+        for k, v in sorted(spilling_by_acc.items(), key=lambda kv: float(kv[0]))}
+    scored.sort()
+    for suffix, part in (("", scored), ("_fastest_fifth", scored[:max(2, len(scored) // 5)])):
+        measured = [m for m, _, _ in part]
+        summary["spearman" + suffix] = spearman([p for _, p, _ in part], measured) if len(part) > 1 else None
+        summary["spearman_with_ptxas_regs" + suffix] = (spearman([r for _, _, r in part], measured)
+                                                        if len(part) > 1 else None)
+    return summary

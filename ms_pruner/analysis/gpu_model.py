@@ -87,10 +87,15 @@ def check_limits(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[int
     return None
 
 
+def register_cap(features: KernelFeatures, spec: GPUSpec) -> int:
+    """Registers a thread may have: 255, or what ``__launch_bounds__`` leaves (regs_per_block / threads)."""
+    return min(spec.max_regs_per_thread, spec.regs_per_block // (features.warps_per_block * spec.warp_size))
+
+
 def blocks_per_sm(features: KernelFeatures, spec: GPUSpec) -> int:
     """Resident blocks per SM under the thread, block, shared-memory and register limits."""
     threads = features.warps_per_block * spec.warp_size
-    regs = min(features.regs_per_thread, spec.max_regs_per_thread, spec.regs_per_block // threads)
+    regs = min(features.regs_per_thread, register_cap(features, spec))
     limits = [spec.max_blocks_per_sm, spec.max_threads_per_sm // threads]
     if features.smem_per_block > 0:
         limits.append(int(spec.smem_per_sm_bytes // features.smem_per_block))
@@ -118,7 +123,7 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
     # (regs_per_block / threads); what does not fit lives in local memory and is loaded and stored
     # around every MMA. The spill stays in L1 if it fits beside shared memory, else it goes to L2.
     threads = features.warps_per_block * spec.warp_size
-    reg_cap = min(spec.max_regs_per_thread, spec.regs_per_block // threads)
+    reg_cap = register_cap(features, spec)
     acc_regs = features.acc_fragments_per_warp * features.mma_m * features.mma_n * features.acc_dtype_bytes / (
         spec.warp_size * 4
     )

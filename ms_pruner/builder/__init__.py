@@ -13,6 +13,7 @@ import os
 from typing import Optional
 
 from .cuda_binary import compile_cuda_to_cubin, device_module_formats, replace_cuda_sources
+from .resources import KernelResources, candidate_resources, cuda_source_resources, parse_ptxas_report
 from .cuda_compile import compile_with_nvcc, cuda_compile_scope, cuda_runtime_loaded, use_nvcc_for_cuda
 from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, export_candidate,
                      lower_candidate)
@@ -64,18 +65,22 @@ def make_runner(timeout_sec: float = 30.0, number: int = 3, repeat: int = 1, min
 __all__ = [
     "BUILDER_KINDS",
     "BuiltCandidate",
+    "KernelResources",
     "build_candidate",
     "build_pass_config",
+    "candidate_resources",
     "compile_cuda_to_cubin",
     "compile_with_nvcc",
     "cuda_compile_scope",
     "cuda_runtime_loaded",
+    "cuda_source_resources",
     "default_max_workers",
     "device_module_formats",
     "export_candidate",
     "lower_candidate",
     "make_builder",
     "make_runner",
+    "parse_ptxas_report",
     "replace_cuda_sources",
     "use_nvcc_for_cuda",
 ]
