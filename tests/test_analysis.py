@@ -180,6 +180,41 @@ def test_tensor_core_terms_match_lowered_code(tensor_core_candidates, spec):
         assert kernel.smem_per_block == pytest.approx(int(allocated["shared.dyn"]), rel=0.05)
 
 
+def _generated_load_bytes(source: str) -> list:
+    """Widest load from each fp16 kernel parameter in CUDA source: 16 for ``*(uint4*)(A_ptr + i)``,
+    2 for a plain ``A_ptr[i]``, in the order of the kernel's parameters."""
+    import re
+
+    widths = {"uint4": 16, "uint2": 8, "uint1": 4, "half2": 4, "half4": 8}
+    names = re.findall(r"half\* __restrict__ (\w+)_ptr", source.split(";", 1)[0])  # the declaration
+    out = []
+    for name in names:
+        vector = [widths[t] for t in re.findall(rf"= \*\((\w+)\*\)\({name}_ptr", source) if t in widths]
+        out.append(max(vector) if vector else (2 if f"{name}_ptr[" in source else 0))
+    return out
+
+
+@pytest.mark.parametrize("spec", ["matmul:1024x1024x1024:float16:float32",
+                                  "conv2d_nhwc:4x28x28x64x64k3s1p1:float16:float32"])
+def test_fetch_widths_match_generated_cuda(tensor_core_candidates, spec):
+    """The bytes a thread loads per instruction are what code generation emits. A conv2d input tile
+    is zero padded: its vectorized fetch becomes scalar predicated loads, which the analyzer sees."""
+    from ms_pruner.analysis import operand_fetch_bytes
+    from ms_pruner.builder import lower_candidate
+
+    target, schedules = tensor_core_candidates[spec]
+    analyzer = StaticAnalyzer.for_target(target)
+    scalarized = 0
+    for sch in schedules:
+        source = [m for m in lower_candidate(sch.mod, target).mod.imports if m.kind == "cuda"][0].inspect_source("")
+        kernel = source[source.index('extern "C" __global__'):]
+        fetch = list(operand_fetch_bytes(analyzer.estimate(sch).features))
+        assert fetch == _generated_load_bytes(kernel)
+        scalarized += "_s = 0;" in kernel
+    if spec.startswith("conv2d"):
+        assert scalarized > 0  # the sample holds a vectorized padded fetch that codegen scalarized
+
+
 def test_analyzer_of_a_target_uses_that_part(tensor_core_candidates):
     """An H100 PCIe target (sm_90a like the SXM part, 114 SMs at a lower clock) gets the PCIe figures,
     so the same kernels are estimated slower than on the SXM part."""
@@ -306,7 +341,8 @@ def test_analyzer_ranks_real_h100_records(capsys, tmp_path, tensor_intrinsics):
     best = min(report["records"], key=lambda r: r["measured_s"])
     assert best["geometry"] == "grid 1024 x 128 thr, 16 acc frags, 64 trips, operand tiles 8192+32768 B"
     assert best["fetch_bytes"] == [16, 8]  # A in 8 fp16 lanes, B in 4 (docs/search.md's table)
-    assert sum(min(r["fetch_bytes"]) <= 4 for r in report["records"]) == 147  # the sampler's narrow draws
+    # The sampler's narrow draws, and 2 more whose wider vectors code generation gathers lane by lane.
+    assert sum(min(r["fetch_bytes"]) <= 4 for r in report["records"]) == 149
     assert sum(r["geometry"] == best["geometry"] for r in report["records"]) == 52
     assert report["us_per_candidate"] > 0
     # The fastest fifth, where the search decides: a plain max of the units gave these 38 records
@@ -353,3 +389,23 @@ def test_halving_the_k_tile_of_the_best_h100_schedule_costs_time(tensor_intrinsi
     halved = [row for row in rows if row[2] == best[2] and row[3] == 2 * best[3]]
     assert len(halved) >= 3 and all(row[0] > 1.25 * best[0] for row in halved)
     assert all(row[1] > 1.05 * best[1] for row in halved)
+
+
+@needs_h100_data
+def test_fetch_widths_of_h100_records_match_generated_cuda(tensor_intrinsics):
+    """Every measured record: the analyzer's per-thread load width of each operand is the one in the
+    CUDA source (41 B fetches are gathered one lane at a time there)."""
+    from ms_pruner.analysis import operand_fetch_bytes, replay_record
+    from ms_pruner.builder import lower_candidate
+    from ms_pruner.tuning.records import records_in_file_order
+
+    records = records_in_file_order(H100_MM4096)
+    analyzer = StaticAnalyzer.for_target(records[0].target)
+    gathered = 0
+    for record in records:
+        mod = replay_record(record).mod
+        source = [m for m in lower_candidate(mod, record.target).mod.imports if m.kind == "cuda"][0].inspect_source("")
+        kernel = source[source.index('extern "C" __global__'):]
+        assert list(operand_fetch_bytes(analyzer.estimate(mod).features)) == _generated_load_bytes(kernel)
+        gathered += "make_half" in kernel and "_ptr[v_." in kernel
+    assert gathered == 41

@@ -46,6 +46,9 @@ class WarpAccess:
     global_sectors: float
     global_lines: float
     shared_wavefronts: float
+    # The vector lanes of a thread read consecutive global elements. When they do not, code
+    # generation gathers them with one scalar load a lane (``make_half4(B_ptr[v_.x], ...)``).
+    lanes_contiguous: bool = True
 
 
 def _key(node) -> int:
@@ -223,11 +226,60 @@ def warp_access(realize, store, loops, loop_vars, own_start: int,
         words = np.unique((np.asarray(other_fn(points), dtype=np.float64) * other_elem) // BANK_BYTES)
         conflict = int(np.bincount((words % BANKS).astype(np.int64), minlength=BANKS).max())
         wavefronts = max(conflict, threads * lanes * other_elem / LINE_BYTES)
+    first_thread = address[:lanes]
     return WarpAccess(
         useful_bytes=threads * lanes * elem,
         global_sectors=float(sectors),
         global_lines=float(lines),
         shared_wavefronts=wavefronts,
+        lanes_contiguous=bool(np.all(np.diff(first_thread) == elem)),
+    )
+
+
+def guard_of(store):
+    """The ``if_then_else`` a copy stores (a bounds test per element, as a padded input has), or None."""
+    value = store.value
+    while type(value).__name__ == "Cast":
+        value = value.value
+    if type(value).__name__ == "Call" and str(value.op.name).endswith("if_then_else"):
+        return value
+    return None
+
+
+def scalarized_vector_loop(realize, store, loops, loop_vars, own_start: int) -> Optional[int]:
+    """The vectorized loop of a copy that code generation turns back into a serial one, or None.
+
+    TVM's VectorizeLoop cannot make one vector load of an ``if_then_else`` whose condition depends
+    on the vector lane (a tile of a zero-padded conv2d input: the bounds test reads the lane through
+    the im2col index). It emits a loop of predicated scalar loads instead (``..._s`` in the CUDA
+    source), so the copy moves one element per instruction whatever its ``T.vectorized`` extent.
+    """
+    value = guard_of(store)
+    if value is None:
+        return None
+    vector = [i for i in range(own_start, len(loops)) if loops[i].kind == "vectorized"]
+    if not vector:
+        return None
+    from tvm.tirx.analysis import undefined_vars
+
+    bindings = _bindings(realize)
+    used = set()
+    for var in undefined_vars(value.args[0]):
+        bound = bindings.get(_key(var))
+        used.update(_key(v) for v in (undefined_vars(bound) if bound is not None else [var]))
+    lane_dependent = [i for i in vector if _key(loop_vars[i]) in used]
+    return lane_dependent[-1] if lane_dependent else None
+
+
+def scalar_requests(vector: WarpAccess, scalar: WarpAccess) -> WarpAccess:
+    """One scalar request of a vector copy code generation splits into one load a lane (scalarized
+    or gathered): its own lines, wavefronts and bytes, with the sector efficiency of the whole vector
+    group (the other lanes' loads hit the same lines in L1)."""
+    return WarpAccess(
+        useful_bytes=scalar.useful_bytes,
+        global_sectors=vector.global_sectors * scalar.useful_bytes / vector.useful_bytes,
+        global_lines=scalar.global_lines,
+        shared_wavefronts=scalar.shared_wavefronts,
     )
 
 

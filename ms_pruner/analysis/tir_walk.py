@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Tuple
 
-from .access import WarpAccess, dtype_bytes, index_strides, predicate_ratio, warp_access
+from .access import (WarpAccess, dtype_bytes, index_strides, predicate_ratio, scalar_requests,
+                     scalarized_vector_loop, warp_access)
 
 LOOP_KINDS = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread"}
 FLOAT_OPS = ("Add", "Sub", "Mul", "Div", "Max", "Min")
@@ -262,8 +263,20 @@ class _Walker:
         for info, realize, store, _, loop_vars in self.pending_copies:
             if type(realize.predicate).__name__ != "IntImm":
                 info.active_ratio = predicate_ratio(realize, info.loops, loop_vars, info.own_start)
-            if any(loop.thread is not None and loop.thread.startswith("blockIdx") for loop in info.loops):
-                info.access = warp_access(realize, store, info.loops, loop_vars, info.own_start, warp_size)
+            if not any(loop.thread is not None and loop.thread.startswith("blockIdx") for loop in info.loops):
+                continue
+            info.access = warp_access(realize, store, info.loops, loop_vars, info.own_start, warp_size)
+            scalarized = scalarized_vector_loop(realize, store, info.loops, loop_vars, info.own_start)
+            if scalarized is None and info.access is not None and not info.access.lanes_contiguous:
+                scalarized = max(i for i in range(info.own_start, len(info.loops))
+                                 if info.loops[i].kind == "vectorized")
+            if scalarized is not None:
+                loops = list(info.loops)
+                loops[scalarized] = dataclasses.replace(loops[scalarized], kind="serial")
+                info.loops = tuple(loops)
+                scalar = warp_access(realize, store, info.loops, loop_vars, info.own_start, warp_size)
+                if info.access is not None and scalar is not None:
+                    info.access = scalar_requests(info.access, scalar)
         aligned = [entry for entry in self.pending_copies if entry[3] is not None]
         if not aligned:
             return
