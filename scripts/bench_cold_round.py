@@ -82,14 +82,12 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
 
 
 def _register_checks(picks, estimates, target, analyzer) -> list:
-    """Each pick's (first) kernel against ptxas's report of it (builder.resources), or None."""
-    from ms_pruner.analysis import check_registers
-    from ms_pruner.builder import candidate_resources
+    """Each pick's (first) kernel against ptxas's report of it (``analysis.ptxas_checks``), or None."""
+    from ms_pruner.analysis import ptxas_checks
 
     checks = []
     for pick, estimate in zip(picks, estimates):
-        paired = check_registers(estimate, candidate_resources(pick.sch.mod, target), analyzer.hardware,
-                                 analyzer.max_shared_memory)
+        paired = ptxas_checks(pick.sch.mod, target, estimate, analyzer)
         checks.append(paired[0] if paired else None)
     return checks
 

@@ -6,7 +6,8 @@ into time with a per-SM model whose constants all come from the GPUSpec. See doc
 """
 
 from .analyzer import Estimate, StaticAnalyzer
-from .db_eval import DatabaseReport, GeometryGroup, RecordEstimate, evaluate_database, group_by_geometry, replay_record
+from .db_eval import (DatabaseReport, GeometryGroup, RecordEstimate, evaluate_database, group_by_geometry, ptxas_checks,
+                      replay_record)
 from .features import (KernelFeatures, geometry_name, has_narrow_fetch, kernel_features, kernel_geometry,
                        operand_fetch_bytes)
 from .gpu_model import KernelEstimate, estimate_kernel
@@ -33,6 +34,7 @@ __all__ = [
     "kernel_geometry",
     "ndcg_at_k",
     "operand_fetch_bytes",
+    "ptxas_checks",
     "recall_at_top",
     "replay_record",
     "spearman",

@@ -178,6 +178,11 @@ def _shape(buffer) -> List[int]:
     return [int(getattr(dim, "value", dim)) for dim in buffer.shape]
 
 
+def vector_loops(loops, own_start: int) -> List[int]:
+    """Indices of a block's own vectorized loops, outermost first (code generation vectorizes the last)."""
+    return [i for i in range(own_start, len(loops)) if loops[i].kind == "vectorized"]
+
+
 def _warp_lanes(loops, own_start: int, warp_size: int):
     """Loop-variable values (rows) for each (thread, vector lane) of the first warp (columns)."""
     tags: Dict[str, int] = {}
@@ -186,7 +191,7 @@ def _warp_lanes(loops, own_start: int, warp_size: int):
             tags[loop.thread] = max(tags.get(loop.thread, 1), loop.extent)
     x, y, z = (tags.get(f"threadIdx.{axis}", 1) for axis in "xyz")
     threads = min(warp_size, x * y * z)
-    vector = [i for i in range(own_start, len(loops)) if loops[i].kind == "vectorized"]
+    vector = vector_loops(loops, own_start)
     lanes = loops[vector[-1]].extent if vector else 1
     lin = np.repeat(np.arange(threads, dtype=np.int64), lanes)
     ids = {"threadIdx.x": lin % x, "threadIdx.y": (lin // x) % y, "threadIdx.z": lin // (x * y)}
@@ -257,7 +262,7 @@ def scalarized_vector_loop(realize, store, loops, loop_vars, own_start: int) -> 
     value = guard_of(store)
     if value is None:
         return None
-    vector = [i for i in range(own_start, len(loops)) if loops[i].kind == "vectorized"]
+    vector = vector_loops(loops, own_start)
     if not vector:
         return None
     from tvm.tirx.analysis import undefined_vars

@@ -34,7 +34,6 @@ class DatabaseReport:
     records: List[RecordEstimate]
     registers: Optional[dict] = None  # summarize_register_checks over the records, with ptxas
 
-
     def as_json(self) -> dict:
         report = {
             "spearman": self.spearman,
@@ -140,6 +139,8 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: boo
     from ..tuning.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
 
     records = records_in_file_order(path)
+    if ptxas:
+        _check_ptxas_possible(records)
     analyzers = {}
     estimates: List[Estimate] = []
     measured: List[Optional[float]] = []
@@ -157,7 +158,10 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: boo
         latency = mean_latency(record)
         measured.append(latency if latency < FAILED_RUN_SECONDS else None)
         if ptxas:
-            registers.append(_ptxas_checks(mod, record.target, estimates[-1], analyzers[target_key]))
+            try:
+                registers.append(ptxas_checks(mod, record.target, estimates[-1], analyzers[target_key]))
+            except RuntimeError:  # nvcc rejected the source: counted in records_without_report, not fatal
+                registers.append(None)
     report = score_estimates(estimates, measured)
     report.us_per_candidate = spent / max(1, len(records)) * 1e6
     if ptxas:
@@ -167,22 +171,27 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: boo
     return report
 
 
-def _ptxas_checks(mod, target, estimate: Estimate, analyzer: StaticAnalyzer) -> Optional[List[RegisterCheck]]:
-    """The record's kernels against ptxas; None when nvcc rejects the source (counted, not fatal)."""
+def _check_ptxas_possible(records) -> None:
+    """Once, before any record is compiled: every record is for CUDA and nvcc is on PATH."""
     import shutil
 
-    from ..builder.resources import candidate_resources
     from ..errors import UserError
 
-    if target.kind.name != "cuda":
-        raise UserError(f"ptxas reports need CUDA records; this database's target is {target.kind.name}")
+    for record in records:
+        if record.target.kind.name != "cuda":
+            raise UserError(f"ptxas reports need CUDA records; this database's target is {record.target.kind.name}")
     if shutil.which("nvcc") is None:
         raise UserError("ptxas reports need nvcc on PATH")
-    try:
-        return check_registers(estimate, candidate_resources(mod, target), analyzer.hardware,
-                               analyzer.max_shared_memory)
-    except RuntimeError:
-        return None
+
+
+def ptxas_checks(mod, target, estimate: Estimate, analyzer: StaticAnalyzer) -> List[RegisterCheck]:
+    """A candidate's kernels (``mod``, estimated by ``analyzer``) against ptxas's report of them:
+    compiled with nvcc as the builder lowers it (``builder.candidate_resources``: ValueError for a
+    target that is not CUDA, RuntimeError when nvcc rejects the source), paired by
+    ``check_registers`` with the analyzer's GPU and shared-memory limit."""
+    from ..builder.resources import candidate_resources
+
+    return check_registers(estimate, candidate_resources(mod, target), analyzer.hardware, analyzer.max_shared_memory)
 
 
 def register_summary(records: Sequence[RecordEstimate]) -> dict:

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Dict, List, Optional, Tuple
 
 from .access import (WarpAccess, dtype_bytes, index_strides, predicate_ratio, scalar_requests,
-                     scalarized_vector_loop, warp_access)
+                     scalarized_vector_loop, vector_loops, warp_access)
 
 LOOP_KINDS = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread"}
 FLOAT_OPS = ("Add", "Sub", "Mul", "Div", "Max", "Min")
@@ -268,8 +268,7 @@ class _Walker:
             info.access = warp_access(realize, store, info.loops, loop_vars, info.own_start, warp_size)
             scalarized = scalarized_vector_loop(realize, store, info.loops, loop_vars, info.own_start)
             if scalarized is None and info.access is not None and not info.access.lanes_contiguous:
-                scalarized = max(i for i in range(info.own_start, len(info.loops))
-                                 if info.loops[i].kind == "vectorized")
+                scalarized = vector_loops(info.loops, info.own_start)[-1]
             if scalarized is not None:
                 loops = list(info.loops)
                 loops[scalarized] = dataclasses.replace(loops[scalarized], kind="serial")
