@@ -16,6 +16,11 @@
 #   bash scripts/gpu_session.sh models-stock      # issue 6: bert-layer + resnet-block, stock
 #   bash scripts/gpu_session.sh models-pruner     # issue 6: the same with Pruner -> models.md
 #
+#   DEADLINE=$(( $(date +%s) + 570 )) bash scripts/gpu_session.sh queue matmul-stock matmul-pruner ...
+#       runs the steps in order until DEADLINE (epoch seconds), each under the time left, so one call
+#       fills its ten minutes and the machine is not left idle between steps; a step cut by the
+#       deadline resumes when the next call queues it again, and a finished one is found done.
+#
 # Each tuning command runs under `timeout --foreground -s INT` short of the call limit: the CLI stops
 # cleanly on SIGINT, the work dir keeps every measured record, and `compare` keeps every run that
 # finished and resumes the one that was cut (same work dir, clock going on), so a step cut short
@@ -33,7 +38,20 @@ MODEL_TRIALS=${MODEL_TRIALS:-128}
 TARGET=${TARGET:-cuda}
 MM=${MM:-matmul:4096x4096x4096:float16:float32}
 CONV=${CONV:-conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32}
+ANALYZE=${ANALYZE:-1}
 mkdir -p "$KEEP" "$OUT"
+
+if [ "$step" = queue ]; then
+    shift
+    : "${DEADLINE:?queue needs DEADLINE, the epoch second by which the call must end}"
+    for next in "$@"; do
+        left=$(( DEADLINE - $(date +%s) ))
+        # A stopped run finishes its phase and the files are copied within ~70 s of BUDGET.
+        [ "$left" -gt 150 ] || { echo "== queue: ${left}s left, not starting $next" | tee -a "$KEEP/session.log"; exit 0; }
+        BUDGET=$(( left - 70 )) bash "$0" "$next"
+    done
+    exit 0
+fi
 
 ms() {
     timeout --foreground --signal=INT --kill-after=60 "$BUDGET" python3 -m ms_pruner "$@"
@@ -48,6 +66,7 @@ compare() {
     # Every record of the run with the analyzer's estimate, kernel geometry and fetch widths, in
     # measurement order (64 a round): how round 0 did by geometry and width (widened hedges), and the
     # analyzer on GPU-measured records; .geometry.md groups them (scripts/geometry_report.py).
+    [ "$ANALYZE" = 1 ] || return "$status"
     for dir in "$KEEP/compare/work/${1//:/_}/$2"-*; do
         [ -s "$dir/database_tuning_record.json" ] && python3 -m ms_pruner analyze --db "$dir" --json > "$dir.analyze.json" &&
             python3 scripts/geometry_report.py "$dir.analyze.json" --per-round "$PER_ITER" > "$dir.geometry.md"
@@ -115,3 +134,6 @@ for root, dirs, files in os.walk(keep):
             copied += 1
 print(f"copied {copied} files to {out}")
 EOF
+# The device gives back only shallow paths; the run dirs' databases and round logs sit deeper
+# (compare/work/<workload>/<run>/), so they come back packed too.
+(cd "$KEEP" && find . -path ./out -prune -o \( -name '*.json' -o -name '*.jsonl' \) -print | tar czf "$OUT/records.tgz" -T -)
