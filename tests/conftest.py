@@ -14,6 +14,27 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not o
 needs_h100_data = pytest.mark.skipif(not os.path.isdir(H100_MM4096), reason="../shared/data not present")
 
 
+H100_RUNS = os.path.join(REPO_ROOT, "docs", "results", "h100", "work.tgz")
+
+
+@pytest.fixture(scope="session")
+def h100_runs(tmp_path_factory):
+    """The databases of this project's own H100 runs (docs/results/h100/work.tgz), unpacked once:
+    ``runs("conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32", "stock")`` is that run's work dir."""
+    import glob
+    import tarfile
+
+    root = tmp_path_factory.mktemp("h100_runs")
+    with tarfile.open(H100_RUNS) as archive:
+        archive.extractall(root, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+
+    def run_dir(workload: str, strategy: str) -> str:
+        (found,) = glob.glob(os.path.join(root, "work", workload, f"{strategy}-*"))
+        return found
+
+    return run_dir
+
+
 @pytest.fixture(scope="session")
 def tensor_intrinsics():
     """Registers the wmma/mma TensorIntrins once per session (~25 s on 2 cores)."""

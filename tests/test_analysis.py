@@ -391,21 +391,60 @@ def test_halving_the_k_tile_of_the_best_h100_schedule_costs_time(tensor_intrinsi
     assert all(row[1] > 1.05 * best[1] for row in halved)
 
 
-@needs_h100_data
-def test_fetch_widths_of_h100_records_match_generated_cuda(tensor_intrinsics):
-    """Every measured record: the analyzer's per-thread load width of each operand is the one in the
-    CUDA source (41 B fetches are gathered one lane at a time there)."""
+H100_CONV2D = "conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32"
+
+
+def _analyzer_and_source_widths(records, analyzer):
     from ms_pruner.analysis import operand_fetch_bytes, replay_record
     from ms_pruner.builder import lower_candidate
-    from ms_pruner.tuning.records import records_in_file_order
 
-    records = records_in_file_order(H100_MM4096)
-    analyzer = StaticAnalyzer.for_target(records[0].target)
-    gathered = 0
     for record in records:
         mod = replay_record(record).mod
         source = [m for m in lower_candidate(mod, record.target).mod.imports if m.kind == "cuda"][0].inspect_source("")
         kernel = source[source.index('extern "C" __global__'):]
-        assert list(operand_fetch_bytes(analyzer.estimate(mod).features)) == _generated_load_bytes(kernel)
+        yield list(operand_fetch_bytes(analyzer.estimate(mod).features)), _generated_load_bytes(kernel), kernel
+
+
+def test_fetch_widths_of_h100_conv2d_records_match_generated_cuda(h100_runs, tensor_intrinsics):
+    """The 128 conv2d candidates stock MetaSchedule measured on the H100: a padded input fetch stays
+    one predicated vector load when, with the loops' ranges known, its bounds test does not read the
+    vector lane; a test on the unsimplified condition called 57 of these scalar."""
+    from ms_pruner.tuning.records import records_in_file_order
+
+    records = records_in_file_order(h100_runs(H100_CONV2D, "stock"))
+    analyzer = StaticAnalyzer.for_target(records[0].target, gpu=H100)
+    widths = list(_analyzer_and_source_widths(records, analyzer))
+    assert len(widths) == 128
+    assert [(ours, generated) for ours, generated, _ in widths if ours != generated] == []
+    predicated_vectors = sum(ours[0] > 2 and "condval = *(" in kernel for ours, _, kernel in widths)
+    scalarized = sum(ours[0] == 2 and "_s = 0;" in kernel for ours, _, kernel in widths)
+    assert (predicated_vectors, scalarized) == (57, 3)
+
+
+def test_analyzer_ranks_h100_conv2d_records(h100_runs, capsys, tensor_intrinsics):
+    """Stock MetaSchedule's 128 conv2d trials on the H100 (123 ran): Spearman 0.40 and a third of
+    the ten fastest in the analyzer's top 30 while padded vector fetches were read as scalar loads."""
+    from ms_pruner.cli import main
+
+    assert main(["analyze", "--db", h100_runs(H100_CONV2D, "stock"), "--gpu", "h100", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["records"]) == 128 and report["n_valid"] == 123
+    assert report["spearman"] >= 0.6
+    assert report["recall_top10_in_top30"] >= 0.8
+    best = min((r for r in report["records"] if r["measured_s"]), key=lambda r: r["measured_s"])
+    assert best["fetch_bytes"] == [16, 8]
+    assert best["predicted_s"] <= 1.5 * min(r["predicted_s"] for r in report["records"] if r["predicted_s"])
+
+
+@needs_h100_data
+def test_fetch_widths_of_h100_records_match_generated_cuda(tensor_intrinsics):
+    """Every measured record: the analyzer's per-thread load width of each operand is the one in the
+    CUDA source (41 B fetches are gathered one lane at a time there)."""
+    from ms_pruner.tuning.records import records_in_file_order
+
+    records = records_in_file_order(H100_MM4096)
+    gathered = 0
+    for ours, generated, kernel in _analyzer_and_source_widths(records, StaticAnalyzer.for_target(records[0].target)):
+        assert ours == generated
         gathered += "make_half" in kernel and "_ptr[v_." in kernel
     assert gathered == 41

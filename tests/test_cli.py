@@ -175,6 +175,8 @@ def test_compare_cut_by_a_time_limit_resumes_the_cut_run(tmp_path):
     assert proc.returncode == 130, err[-2000:]
     cut = json.loads(report_path.read_text())["workloads"][SPEC]
     assert cut["runs"] == {} and cut["pending"] == {"stock": work_dir}
+    table = (out / "compare.md").read_text()
+    assert f"| `{SPEC}` |" not in table and f"`{SPEC}` stock: unfinished" in table
     kept = _record_keys(work_dir)
     assert len(kept) in (8, 16)
 

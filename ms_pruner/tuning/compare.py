@@ -18,7 +18,7 @@ from ..errors import UserError
 from .driver import tune_tir
 
 
-STRATEGY_PARTS = ("sample_s", "draft_s", "verify_s", "droplet_s", "widen_s")  # PrunerSearch's timings
+STRATEGY_PARTS = ("sample_s", "draft_s", "climb_s", "verify_s", "droplet_s", "widen_s")  # PrunerSearch's timings
 GEMM_KINDS = ("matmul", "matmul_nt", "batch_matmul", "dense_bias", "dense_bias_relu")
 
 
@@ -247,6 +247,8 @@ def markdown_table(report: dict) -> str:
     ]
     for spec, entry in report["workloads"].items():
         summary = entry["summary"]
+        if not summary:
+            continue
         stock, pruner = summary.get("stock", {}), summary.get("pruner", {})
         reached = pruner.get("time_to_stock_best_s")
         speedup = pruner.get("search_speedup")
@@ -298,7 +300,9 @@ def plot(report: dict, path: str) -> Optional[str]:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    specs = list(report["workloads"])
+    specs = [spec for spec, entry in report["workloads"].items() if entry["runs"]]
+    if not specs:
+        return None
     fig, axes = plt.subplots(len(specs), 2, figsize=(11, 3.6 * len(specs)), squeeze=False)
     for row, spec in enumerate(specs):
         for name, run in report["workloads"][spec]["runs"].items():
