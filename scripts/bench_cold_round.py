@@ -182,6 +182,9 @@ def main() -> int:
                         help="cold-round drafts to compare, GENERATIONSxPOPULATION[^SELECTION_POWER], comma-separated")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--per-iter", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="sampler threads (default: this machine's builder workers); MetaSchedule's sampler "
+                             "draws differently with another count, so give the GPU host's (16) to replay its round")
     parser.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE",
                         help="another PrunerSearch parameter for every run (docs/search.md), e.g. "
                              "categorical_mutate_prob=0")
@@ -210,10 +213,11 @@ def main() -> int:
         reference = database_reference(args.db, analyzer)
     params = {key: int(value) if value.lstrip("-").isdigit() else float(value)
               for key, value in (item.split("=", 1) for item in args.set)}
+    threads = args.threads or default_max_workers()
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):
         for generations, population, power in map(_draft, args.drafts.split(",")):
-            run = cold_round(mod, target, generations, population, power, seed, default_max_workers(), args.per_iter,
+            run = cold_round(mod, target, generations, population, power, seed, threads, args.per_iter,
                              analyzer, params, ptxas=args.ptxas)
             picks = np.array(run["picks_estimate_us"])
             if "best_estimate_us" in reference:

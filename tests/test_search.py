@@ -77,6 +77,7 @@ def test_pruner_search_in_tune_tir(tmp_path):
     cold, warm = DEFAULTS["cold_genetic_iters"], DEFAULTS["genetic_iters"]
     assert cold > warm and [t["generations"] for t in timings] == [cold] + [warm] * 3
     assert [t["selection_power"] for t in timings] == [COLD_SELECTION_POWER["cpu"]] + [1.0] * 3
+    assert not any("climb_s" in t for t in timings)  # the analyzer climb is for GPU cold rounds only
 
 
 def test_cli_tune_with_pruner_strategy(tmp_path, capsys):
@@ -236,6 +237,41 @@ def test_widest_fetch_variant_widens_only_the_cooperative_fetches(tensor_intrins
         changed = {k: (a[1], b[1]) for k, (a, b) in enumerate(zip(draws(base), draws(widened))) if a != b}
         assert changed and set(changed) <= fetch_positions and all(b > a for a, b in changed.values())
         assert widest_fetch_variant(space, wide.trace, seed=1) is None
+
+
+def test_analyzer_climb_moves_tiles_only_and_improves_the_estimate(tensor_intrinsics):
+    """The cold round's climb from a random tensor-core sample: every schedule it visits differs from
+    the sample in tile sizes only (one prime factor moved per step, categorical draws untouched),
+    and the best of them is estimated faster than the sample."""
+    import random
+
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace, tile_decisions
+    from ms_pruner.search.climb import climb, tile_moves
+
+    target = get_gpu_spec("h100").target()
+    space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
+    analyzer = StaticAnalyzer.for_target(target)
+
+    def latency(sch):
+        return analyzer.estimate(sch.mod).latency_s
+
+    def categorical(trace):
+        return [int(trace.decisions[inst]) for inst in trace.insts
+                if inst in trace.decisions and inst.kind.name == "SampleCategorical"]
+
+    start = max(space.sample(6, seed=7), key=latency)
+    base = start.trace.simplified(remove_postproc=True)
+    assert tile_moves(base) and all(inst.kind.name == "SamplePerfectTile" for inst, _ in tile_moves(base))
+    visited = climb(space, start, latency, steps=3, moves_per_step=16, rng=random.Random(0))
+    assert visited
+    for sch in visited:
+        trace = sch.trace.simplified(remove_postproc=True)
+        assert categorical(trace) == categorical(base)
+        assert tile_decisions(trace) != tile_decisions(base)
+        assert [int(np.prod(t)) for t in tile_decisions(trace)] == [int(np.prod(t)) for t in tile_decisions(base)]
+    assert min(latency(s) for s in visited) < latency(start)
 
 
 def test_cold_round_caps_the_picks_of_one_geometry(tensor_intrinsics):

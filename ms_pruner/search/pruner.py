@@ -13,7 +13,10 @@ One round (``generate_measure_candidates``):
    ``cold_genetic_iters`` generations of ``cold_population``: the analyzer alone then chooses what
    is measured, so on a GPU the draft climbs harder in the same time. On a GPU the draft's mutators
    also redraw categorical decisions (``categorical_mutate_prob``, ``mutator.MutateCategorical``):
-   MetaSchedule's own never change the operand fetch widths the sampler drew.
+   MetaSchedule's own never change the operand fetch widths the sampler drew. A cold round on a
+   GPU then climbs from the best draft member of each of the ``cold_climb_starts`` best geometries,
+   one tile factor at a time, to what the analyzer estimates faster (``cold_climb_steps`` steps of up
+   to ``cold_climb_moves`` neighbours, climb.py); what the climb visits joins the draft.
 3. **Verify** — the tuning cost model (PaCM) scores the draft; the batch takes the best of them,
    an ``eps_greedy`` share of random draft members, and (from round ``droplet_after`` on) the
    neighbours of the best measured schedule that the model likes best (Droplet exploitation).
@@ -54,6 +57,9 @@ DEFAULTS = dict(
     categorical_mutate_prob=None,
     cold_geometry_share=None,
     widen_cold_fetches=None,
+    cold_climb_starts=None,
+    cold_climb_steps=3,
+    cold_climb_moves=24,
 )
 # The cold round's parent-selection power when none is given, by how far the analyzer is trusted:
 # its GPU model ranks the real H100 records at Spearman 0.95, its CPU model the CPU ones at ~0.3.
@@ -67,6 +73,9 @@ COLD_GEOMETRY_SHARE = {"gpu": 0.25, "cpu": 1.0}
 # Whether a cold round widens its picks' narrow operand fetches (fetch_width.py), when not given; CPU
 # schedules have no cooperative fetches.
 WIDEN_COLD_FETCHES = {"gpu": 1.0, "cpu": 0.0}
+# How many of the cold draft's best geometries the analyzer climb starts from, when not given; on a
+# CPU the analyzer ranks too loosely (Spearman ~0.3) for its local optimum to be worth measuring.
+COLD_CLIMB_STARTS = {"gpu": 4.0, "cpu": 0.0}
 MIN_FRESH_SAMPLES = 16
 FIRST_ROUND_SAMPLES = 50
 
@@ -95,7 +104,10 @@ class PrunerSearch(PySearchStrategy):
                  fresh_samples: int = DEFAULTS["fresh_samples"],
                  categorical_mutate_prob: Optional[float] = DEFAULTS["categorical_mutate_prob"],
                  cold_geometry_share: Optional[float] = DEFAULTS["cold_geometry_share"],
-                 widen_cold_fetches: Optional[bool] = DEFAULTS["widen_cold_fetches"], seed: int = 0,
+                 widen_cold_fetches: Optional[bool] = DEFAULTS["widen_cold_fetches"],
+                 cold_climb_starts: Optional[int] = DEFAULTS["cold_climb_starts"],
+                 cold_climb_steps: int = DEFAULTS["cold_climb_steps"],
+                 cold_climb_moves: int = DEFAULTS["cold_climb_moves"], seed: int = 0,
                  pretrained: Optional[str] = None, momentum: float = 0.9, timings: Optional[list] = None):
         super().__init__()
         self.params = dict(population=population, draft_size=draft_size, genetic_iters=genetic_iters,
@@ -107,7 +119,8 @@ class PrunerSearch(PySearchStrategy):
                            droplet_neighbours=droplet_neighbours, carry_over=carry_over,
                            fresh_samples=fresh_samples, categorical_mutate_prob=categorical_mutate_prob,
                            cold_geometry_share=cold_geometry_share, widen_cold_fetches=widen_cold_fetches,
-                           seed=seed, pretrained=pretrained,
+                           cold_climb_starts=cold_climb_starts, cold_climb_steps=cold_climb_steps,
+                           cold_climb_moves=cold_climb_moves, seed=seed, pretrained=pretrained,
                            momentum=momentum)
         self.timings = timings if timings is not None else []
         self.rng = random.Random(seed)
@@ -121,6 +134,7 @@ class PrunerSearch(PySearchStrategy):
         self.draft_context = None  # the context the draft evolves in (with MutateCategorical on a GPU)
         self.cold_geometry_share = 1.0
         self.widen_cold_fetches = False
+        self.cold_climb_starts = 0
         self.estimates = {}  # this round's analyzer estimates by structural hash (geometry, fetch widths)
 
     # -- MetaSchedule plumbing ------------------------------------------------------------
@@ -144,6 +158,7 @@ class PrunerSearch(PySearchStrategy):
         self.draft_context = with_categorical_mutator(context, share, self.params["seed"]) if share > 0 else context
         self.cold_geometry_share = param("cold_geometry_share", COLD_GEOMETRY_SHARE)
         self.widen_cold_fetches = bool(param("widen_cold_fetches", WIDEN_COLD_FETCHES))
+        self.cold_climb_starts = int(param("cold_climb_starts", COLD_CLIMB_STARTS))
         self.psa = PSACostModel(self.analyzer)
         self.psa_cold = PSACostModel(self.analyzer, power=param("cold_selection_power", COLD_SELECTION_POWER))
         self.inner = self._evolution(self.params["population"], self.params["genetic_iters"])
@@ -242,6 +257,12 @@ class PrunerSearch(PySearchStrategy):
         timing["draft_s"] = time.perf_counter() - start
         timing["draft_analyzer_s"] = fitness.seconds - psa_seconds
         timing["draft"] = len(draft)
+        if cold and self.cold_climb_starts > 0:
+            start = time.perf_counter()
+            climbed = self._climb(draft)
+            draft.extend(climbed)
+            timing["climb_s"] = time.perf_counter() - start
+            timing["climbed"] = len(climbed)
 
         start = time.perf_counter()
         droplet = []
@@ -298,6 +319,21 @@ class PrunerSearch(PySearchStrategy):
                 self.inner, missing - len(fresh)))
         population.extend(fresh)
         return population, len(carried)
+
+    def _climb(self, draft: List) -> List:
+        """New unmeasured schedules the analyzer climb visits (climb.py)."""
+        from .climb import climb_from_best_geometries
+
+        seen = {self._key(sch.mod) for sch in draft} | self.measured
+        out = []
+        for sch in climb_from_best_geometries(draft, self.space, lambda s: self._estimate(s).latency_s, self._geometry,
+                                              self.cold_climb_starts, self.params["cold_climb_steps"],
+                                              self.params["cold_climb_moves"], self.rng):
+            key = self._key(sch.mod)
+            if key not in seen:
+                seen.add(key)
+                out.append(sch)
+        return out
 
     def _cold_geometry_cap(self, batch: int) -> Optional[int]:
         if self.cold_geometry_share >= 1.0:

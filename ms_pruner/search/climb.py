@@ -1,0 +1,64 @@
+"""Hill climbing on the analyzer in a cold round: Droplet's coordinate descent before any measurement.
+
+A cold round measures what the analyzer ranks best among the draft, and the draft holds only what
+sampling and three generations of mutation reached. On the H100's 4096^3 fp16 matmul, the tiling
+the analyzer estimates fastest (grid 1024 x 128 threads, 64 trips, 16 KiB + 16 KiB operand tiles)
+was in round 0's draft once in the first GPU run, took two more rounds of evolution to fill, and
+then measured best (docs/results/h100). So from the best draft member of each of the few best
+geometries, the climb moves one tile factor at a time (``droplet.neighbour_decisions``) to the
+neighbour the analyzer likes best, for a few steps; every valid schedule it visits joins the draft.
+Each visit is one replay with postprocessors (~40 ms on a tensor-core matmul) and one estimate.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Callable, List
+
+from .droplet import neighbour_decisions
+
+
+def tile_moves(trace) -> List:
+    """(instruction, decision) pairs one tile-factor move away from ``trace``'s tiling."""
+    return [(inst, decision) for inst, decision in neighbour_decisions(trace)
+            if inst.kind.name == "SamplePerfectTile"]
+
+
+def climb(space, start, latency: Callable, steps: int, moves_per_step: int, rng: random.Random) -> List:
+    """Every valid schedule visited by a best-improvement climb from ``start``: each step replays up to
+    ``moves_per_step`` random tile moves of the current schedule and moves to the one with the lowest
+    ``latency(schedule)`` if it beats the current one; stops early at a local optimum."""
+    base = start.trace.simplified(remove_postproc=True)
+    current = latency(start)
+    visited = []
+    for _ in range(steps):
+        moves = tile_moves(base)
+        rng.shuffle(moves)
+        better = None
+        for inst, decision in moves[:moves_per_step]:
+            sch = space.replay(base.with_decision(inst, decision, remove_postproc=True), seed=rng.randrange(1, 1 << 30))
+            if sch is None:
+                continue
+            visited.append(sch)
+            estimate = latency(sch)
+            if estimate < current:
+                better, current = sch, estimate
+        if better is None:
+            break
+        base = better.trace.simplified(remove_postproc=True)
+    return visited
+
+
+def climb_from_best_geometries(draft: List, space, latency: Callable, geometry: Callable, starts: int, steps: int,
+                               moves_per_step: int, rng: random.Random) -> List:
+    """Every schedule the climbs visit from the best-estimated member of each of the ``starts`` best
+    geometries of ``draft`` (duplicates of the draft or of each other included)."""
+    chosen, geometries = [], set()
+    for sch in sorted(draft, key=latency):
+        if len(chosen) >= starts or latency(sch) == float("inf"):
+            break
+        key = geometry(sch)
+        if key not in geometries:
+            geometries.add(key)
+            chosen.append(sch)
+    return [visited for sch in chosen for visited in climb(space, sch, latency, steps, moves_per_step, rng)]
