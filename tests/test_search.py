@@ -272,6 +272,7 @@ def test_analyzer_climb_moves_tiles_only_and_improves_the_estimate(tensor_intrin
         assert tile_decisions(trace) != tile_decisions(base)
         assert [int(np.prod(t)) for t in tile_decisions(trace)] == [int(np.prod(t)) for t in tile_decisions(base)]
     assert min(latency(s) for s in visited) < latency(start)
+    assert len({tile_decisions(s.trace.simplified(remove_postproc=True)) for s in visited}) == len(visited)
 
 
 def test_cold_round_caps_the_picks_of_one_geometry(tensor_intrinsics):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from typing import Callable, List
 
-from .droplet import neighbour_decisions
+from .droplet import neighbour_decisions, tile_decisions
 
 
 def tile_moves(trace) -> List:
@@ -27,16 +27,21 @@ def tile_moves(trace) -> List:
 def climb(space, start, latency: Callable, steps: int, moves_per_step: int, rng: random.Random) -> List:
     """Every valid schedule visited by a best-improvement climb from ``start``: each step replays up to
     ``moves_per_step`` random tile moves of the current schedule and moves to the one with the lowest
-    ``latency(schedule)`` if it beats the current one; stops early at a local optimum."""
+    ``latency(schedule)`` if it beats the current one; stops early at a local optimum. A tiling is
+    replayed once per climb: the start's and the ones already tried are skipped."""
     base = start.trace.simplified(remove_postproc=True)
     current = latency(start)
-    visited = []
+    visited, tilings = [], {tile_decisions(base)}
     for _ in range(steps):
         moves = tile_moves(base)
         rng.shuffle(moves)
         better = None
         for inst, decision in moves[:moves_per_step]:
-            sch = space.replay(base.with_decision(inst, decision, remove_postproc=True), seed=rng.randrange(1, 1 << 30))
+            trace = base.with_decision(inst, decision, remove_postproc=True)
+            if tile_decisions(trace) in tilings:  # a step back, or a tiling an earlier step replayed
+                continue
+            tilings.add(tile_decisions(trace))
+            sch = space.replay(trace, seed=rng.randrange(1, 1 << 30))
             if sch is None:
                 continue
             visited.append(sch)
