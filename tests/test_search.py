@@ -153,24 +153,48 @@ def test_categorical_mutator_moves_one_categorical_decision(tensor_intrinsics):
     assert replayed > 0
 
 
-def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
-    """On a GPU target the cold draft's evolution draws MutateCategorical (20% of mutations), from
-    MetaSchedule's C++ threads, and the round still yields a full batch of distinct picks, spread
-    over the draft's kernel geometries."""
+def _cold_h100_round(**params):
+    """A PrunerSearch before its cold round on the 1024^3 fp16 matmul for the H100 (small draft)."""
     import tvm
-    import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
 
     from ms_pruner.cost_model import PaCM
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import PrunerSearch
 
-    strategy = PrunerSearch(cold_population=64, cold_genetic_iters=2, draft_size=64, seed=0)
+    strategy = PrunerSearch(cold_population=64, cold_genetic_iters=2, draft_size=64, seed=0, **params)
     mod = tvm.IRModule({"main": parse_workload("matmul:1024x1024x1024:float16:float32").prim_func()})
     context = ms.TuneContext(mod=mod, target=get_gpu_spec("h100").target(), space_generator="post-order-apply",
                              search_strategy=strategy, task_name="main", rand_state=0, num_threads=2)
     context.pre_tuning(max_trials=32, num_trials_per_iter=16, design_spaces=context.generate_design_space(),
                        database=ms.database.MemoryDatabase(), cost_model=PaCM(seed=0))
+    return strategy, context
+
+
+def test_gpu_cold_round_climbs_on_the_analyzer(tensor_intrinsics):
+    """By default a GPU cold round climbs: new schedules join the draft, the batch stays full and
+    distinct, and its best pick is estimated no slower than any draft member left unpicked."""
+    import tvm_ffi
+
+    strategy, context = _cold_h100_round()
+    picks = context.search_strategy.generate_measure_candidates()
+    timing = strategy.timings[-1]
+    assert timing["climbed"] > 0 and timing["climb_s"] > 0 and timing["draft"] + timing["climbed"] > 64
+    assert len({int(tvm_ffi.structural_hash(c.sch.mod)) for c in picks}) == len(picks) == 16
+    searched = strategy._inst
+    best_pick = min(searched.analyzer.estimate(c.sch.mod).latency_s for c in picks)
+    best_carried = min((searched.analyzer.estimate(s.mod).latency_s for s in searched.carry), default=float("inf"))
+    assert best_pick <= best_carried
+
+
+def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
+    """On a GPU target the cold draft's evolution draws MutateCategorical (20% of mutations), from
+    MetaSchedule's C++ threads, and the round still yields a full batch of distinct picks, spread
+    over the draft's kernel geometries. The analyzer climb is off here: its schedules keep their
+    starts' (wide) fetch draws, and this checks what the categorical mutator and widening do."""
+    import tvm_ffi
+
+    strategy, context = _cold_h100_round(cold_climb_starts=0)
     probs = {type(m).__name__: float(p)
              for m, p in strategy._inst.draft_context.space_generator.mutator_probs.items()}
     assert abs(probs.pop("_PyMutator") - 0.2) < 1e-6 and abs(sum(probs.values()) - 0.8) < 1e-6
