@@ -184,7 +184,8 @@ def main() -> int:
     parser.add_argument("--per-iter", type=int, default=64)
     parser.add_argument("--threads", type=int, default=None,
                         help="sampler threads (default: this machine's builder workers); MetaSchedule's sampler "
-                             "draws differently with another count, so give the GPU host's (16) to replay its round")
+                             "draws differently with another count, and ms.tune_tir samples with one thread per "
+                             "physical core, so give the GPU host's count (8 on the first H100) to replay its round")
     parser.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE",
                         help="another PrunerSearch parameter for every run (docs/search.md), e.g. "
                              "categorical_mutate_prob=0")

@@ -38,9 +38,10 @@ def climb(space, start, latency: Callable, steps: int, moves_per_step: int, rng:
         better = None
         for inst, decision in moves[:moves_per_step]:
             trace = base.with_decision(inst, decision, remove_postproc=True)
-            if tile_decisions(trace) in tilings:  # a step back, or a tiling an earlier step replayed
+            tiling = tile_decisions(trace)
+            if tiling in tilings:  # a step back, or a tiling an earlier step replayed
                 continue
-            tilings.add(tile_decisions(trace))
+            tilings.add(tiling)
             sch = space.replay(trace, seed=rng.randrange(1, 1 << 30))
             if sch is None:
                 continue
