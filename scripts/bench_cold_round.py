@@ -185,7 +185,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=None,
                         help="sampler threads (default: this machine's builder workers); MetaSchedule's sampler "
                              "draws differently with another count, and ms.tune_tir samples with one thread per "
-                             "physical core, so give the GPU host's count (8 on the first H100) to replay its round")
+                             "physical core, so give the GPU host's count to draw rounds like its "
+                             "(8 and 16 both did for the first H100 host, whose physical count was not recorded)")
     parser.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE",
                         help="another PrunerSearch parameter for every run (docs/search.md), e.g. "
                              "categorical_mutate_prob=0")
