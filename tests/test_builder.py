@@ -93,3 +93,23 @@ def test_blob_rewrite_keeps_the_function_table(candidates):
     assert table in payload and b"main_kernel" in table
     with pytest.raises(ValueError, match="not found"):
         replace_cuda_sources(blob, {"other source": b""})
+
+
+def test_runner_arguments_are_filled_once_per_shape():
+    import numpy as np
+    import tvm
+
+    from ms_pruner.builder import cached_alloc_argument, forget_cached_arguments
+
+    matmul = [["TENSOR", "float32", [64, 32]], ["TENSOR", "float32", [32, 16]], ["TENSOR", "float32", [64, 16]]]
+    forget_cached_arguments()
+    first = cached_alloc_argument(tvm.cpu(0), matmul, 1)
+    again = cached_alloc_argument(tvm.cpu(0), [list(info) for info in matmul], 1)
+    assert again is first
+    assert [tuple(a.shape) for a in first[0]] == [(64, 32), (32, 16), (64, 16)]
+    values = first[0][0].numpy()
+    assert np.isfinite(values).all() and np.abs(values).sum() > 0
+    other = cached_alloc_argument(tvm.cpu(0), matmul[:2] + [["TENSOR", "float32", [64, 8]]], 1)
+    assert other is not first and tuple(other[0][2].shape) == (64, 8)
+    forget_cached_arguments()
+    assert cached_alloc_argument(tvm.cpu(0), matmul, 1) is not first

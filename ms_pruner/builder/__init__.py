@@ -4,7 +4,8 @@
 fp16->fp32 tensor-core candidates failing to lower, ~23 s of ``tensor_intrin`` import in every
 fresh worker, and CUDA compiled by NVRTC (missing ``cuda-bindings`` fails every build on a GPU
 machine) or lazily inside the one-GPU runner (``cuda_compile``). ``make_builder("stock")`` is
-MetaSchedule's own builder, kept for side-by-side comparisons.
+MetaSchedule's own builder, kept for side-by-side comparisons. ``make_runner`` is MetaSchedule's
+``LocalRunner`` that fills a task's arguments once instead of once per candidate (``runner_args``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 from typing import Optional
 
 from .cuda_binary import compile_cuda_to_cubin, device_module_formats, replace_cuda_sources
+from .runner_args import cached_alloc_argument, forget_cached_arguments
 from .resources import KernelResources, candidate_resources, cuda_source_resources, parse_ptxas_report
 from .cuda_compile import compile_with_nvcc, cuda_compile_scope, cuda_runtime_loaded, use_nvcc_for_cuda
 from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, export_candidate,
@@ -52,14 +54,20 @@ def make_builder(
     )
 
 
-def make_runner(timeout_sec: float = 30.0, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100):
-    """``ms.runner.LocalRunner`` with explicit evaluator settings (the same for every strategy)."""
+def make_runner(timeout_sec: float = 30.0, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100,
+                reuse_arguments: bool = True):
+    """``ms.runner.LocalRunner`` with explicit evaluator settings (the same for every strategy).
+
+    ``reuse_arguments`` keeps one task's random-filled arguments in the runner's worker for the
+    next candidate of the same shapes (``runner_args``) instead of filling them anew each time.
+    """
     from tvm.s_tir import meta_schedule as ms
 
     config = ms.runner.EvaluatorConfig(
         number=number, repeat=repeat, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False
     )
-    return ms.runner.LocalRunner(timeout_sec=timeout_sec, evaluator_config=config)
+    return ms.runner.LocalRunner(timeout_sec=timeout_sec, evaluator_config=config,
+                                 f_alloc_argument=cached_alloc_argument if reuse_arguments else None)
 
 
 __all__ = [
@@ -67,6 +75,7 @@ __all__ = [
     "BuiltCandidate",
     "KernelResources",
     "build_candidate",
+    "cached_alloc_argument",
     "build_pass_config",
     "candidate_resources",
     "compile_cuda_to_cubin",
@@ -77,6 +86,7 @@ __all__ = [
     "default_max_workers",
     "device_module_formats",
     "export_candidate",
+    "forget_cached_arguments",
     "lower_candidate",
     "make_builder",
     "make_runner",

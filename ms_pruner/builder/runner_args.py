@@ -1,0 +1,45 @@
+"""Measurement arguments the runner allocates once per workload instead of once per candidate.
+
+MetaSchedule's ``LocalRunner`` allocates and random-fills every argument for every candidate it
+times. TVM's PyPI wheel has no cuRAND, so ``tvm.contrib.random.random_fill_for_measure`` fills a
+CUDA tensor by filling a host copy with the CPU and copying it over: for ``matmul 4096^3
+fp16->fp32`` that is 50M values per candidate, inside the one-GPU runner, serially. The values
+only have to be finite and not all zero (timing does not depend on them), and every candidate of a
+task takes arguments of the same shapes, so the runner's worker process (it lives across
+candidates) keeps the last task's arguments and hands them to the next candidate of that task.
+
+A kernel only reads its inputs and overwrites its outputs, so reused inputs hold the same random
+values for every candidate. One set is kept: a task with other shapes replaces it, so GPU memory
+holds at most one task's arguments beside the kernel being timed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import List, Sequence
+
+_cached_key: tuple = ()
+_cached_args: list = []
+
+
+def _arguments_key(device, args_info: Sequence, alloc_repeat: int) -> tuple:
+    return int(device.dlpack_device_type()), int(device.index), json.dumps(list(args_info)), int(alloc_repeat)
+
+
+def cached_alloc_argument(device, args_info: Sequence, alloc_repeat: int) -> List[list]:
+    """``LocalRunner`` ``f_alloc_argument``: MetaSchedule's allocation, reused while the shapes repeat."""
+    global _cached_key, _cached_args  # pylint: disable=global-statement
+    from tvm.s_tir.meta_schedule.runner.local_runner import default_alloc_argument
+
+    key = _arguments_key(device, args_info, alloc_repeat)
+    if key != _cached_key:
+        _cached_key, _cached_args = (), []
+        _cached_args = default_alloc_argument(device, args_info, alloc_repeat)
+        _cached_key = key
+    return _cached_args
+
+
+def forget_cached_arguments() -> None:
+    """Drop the kept arguments (frees their memory in this process)."""
+    global _cached_key, _cached_args  # pylint: disable=global-statement
+    _cached_key, _cached_args = (), []
