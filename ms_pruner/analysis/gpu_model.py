@@ -25,6 +25,7 @@ LAUNCH_SECONDS = 3e-6
 BARRIER_CYCLES = 20
 SHARED_LATENCY_CYCLES = 30
 MMA_LATENCY_CYCLES = 32
+L1_LATENCY_CYCLES = 40  # load-to-use of an L1 hit (local memory included), Ampere/Hopper microbenchmarks
 OVERLAP_NORM = 4  # units overlap imperfectly: their busy times combine as an L4 norm, not a max
 
 
@@ -175,6 +176,10 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
     mma_per_warp_trip = features.mma_count / (block_trips * features.warps_per_block)
     chain = mma_per_warp_trip / max(1.0, features.acc_fragments_per_warp)
     copy_latency += 2 * BARRIER_CYCLES + SHARED_LATENCY_CYCLES + chain * MMA_LATENCY_CYCLES
+    # A spilled accumulator is reloaded before its MMA can issue: each such MMA of a warp's trip
+    # waits one local-memory load (an L1 hit if the spill fits there, else L2).
+    spill_latency = L1_LATENCY_CYCLES if spill_in_l1 else spec.l2_latency_cycles
+    copy_latency += mma_per_warp_trip * spilled_fraction * spill_latency
 
     busy = active * _overlapped(tensor, smem, l2, issue)
     own_path = copy_latency + _overlapped(tensor, smem, l2)
