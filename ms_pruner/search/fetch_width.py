@@ -10,7 +10,7 @@ widened schedule is measured instead, if it is valid and the analyzer estimates 
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 COOPERATIVE_FETCH = "meta_schedule.cooperative_fetch"
 
@@ -46,3 +46,29 @@ def widest_fetch_variant(space, trace, seed: int) -> Optional[object]:
         if sch is not None:
             return sch
     return None
+
+
+def widen_narrow_picks(picks: List, space, estimate, key_of, measured: set, rng) -> Tuple[List, int]:
+    """(``picks`` with each one that fetches an operand narrowly replaced by its widest-fetch
+    variant where that is valid, new, and estimated no slower; how many were replaced).
+
+    ``estimate(sch)`` is the analyzer's estimate, ``key_of(sch)`` the structural hash that
+    ``measured`` holds for what was measured before.
+    """
+    from ..analysis import has_narrow_fetch
+
+    keys = {key_of(sch) for sch in picks}
+    out, widened = [], 0
+    for sch in picks:
+        current = estimate(sch)
+        wide = None
+        if has_narrow_fetch(current.features):
+            wide = widest_fetch_variant(space, sch.trace, seed=rng.randrange(1, 1 << 30))
+        key = key_of(wide) if wide is not None else None
+        if wide is None or key in keys or key in measured or estimate(wide).latency_s > current.latency_s:
+            out.append(sch)
+            continue
+        keys.add(key)
+        out.append(wide)
+        widened += 1
+    return out, widened

@@ -37,47 +37,9 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
 from ..tuning.records import mean_latency, measure_candidate, measured_batch
+from .defaults import (CATEGORICAL_MUTATE_PROB, COLD_CLIMB_STARTS, COLD_GEOMETRY_SHARE, COLD_SELECTION_POWER,
+                       DEFAULTS, FIRST_ROUND_SAMPLES, MIN_FRESH_SAMPLES, WIDEN_COLD_FETCHES)
 from .geometry import capped_per_group
-
-DEFAULTS = dict(
-    population=512,
-    draft_size=256,
-    genetic_iters=2,
-    cold_genetic_iters=3,
-    cold_population=384,
-    cold_selection_power=None,
-    mutate_prob=0.85,
-    init_measured_ratio=0.1,
-    eps_greedy=0.1,
-    droplet_after=2,
-    droplet_share=0.25,
-    droplet_neighbours=64,
-    carry_over=192,
-    fresh_samples=128,
-    categorical_mutate_prob=None,
-    cold_geometry_share=None,
-    widen_cold_fetches=None,
-    cold_climb_starts=None,
-    cold_climb_steps=3,
-    cold_climb_moves=24,
-)
-# The cold round's parent-selection power when none is given, by how far the analyzer is trusted:
-# its GPU model ranks the real H100 records at Spearman 0.95, its CPU model the CPU ones at ~0.3.
-COLD_SELECTION_POWER = {"gpu": 8.0, "cpu": 1.0}
-# Share of the draft's mutations that redraw a categorical decision, when none is given (CPU sketches'
-# categorical decisions are unroll depths, which MutateUnroll already covers).
-CATEGORICAL_MUTATE_PROB = {"gpu": 0.2, "cpu": 0.0}
-# Most of a cold round's batch one kernel geometry may take (geometry.py), when none is given; on a CPU
-# the cold draft is diverse already (selection power 1) and the analyzer has no GPU geometry.
-COLD_GEOMETRY_SHARE = {"gpu": 0.25, "cpu": 1.0}
-# Whether a cold round widens its picks' narrow operand fetches (fetch_width.py), when not given; CPU
-# schedules have no cooperative fetches.
-WIDEN_COLD_FETCHES = {"gpu": 1.0, "cpu": 0.0}
-# How many of the cold draft's best geometries the analyzer climb starts from, when not given; on a
-# CPU the analyzer ranks too loosely (Spearman ~0.3) for its local optimum to be worth measuring.
-COLD_CLIMB_STARTS = {"gpu": 4.0, "cpu": 0.0}
-MIN_FRESH_SAMPLES = 16
-FIRST_ROUND_SAMPLES = 50
 
 
 @derived_object
@@ -136,6 +98,7 @@ class PrunerSearch(PySearchStrategy):
         self.widen_cold_fetches = False
         self.cold_climb_starts = 0
         self.estimates = {}  # this round's analyzer estimates by structural hash (geometry, fetch widths)
+        self._keys = {}  # this round's structural hashes by schedule object (id -> (schedule, hash))
 
     # -- MetaSchedule plumbing ------------------------------------------------------------
     def _initialize_with_tune_context(self, context) -> None:
@@ -239,13 +202,13 @@ class PrunerSearch(PySearchStrategy):
         batch = min(self.per_iter, self.max_trials - self.trials)
         timing = {"round": self.round, "task": str(self.context.task_name),
                   "verifier": "own MoA PaCM" if self.own_model is not None else "tuning cost model"}
+        self.estimates, self._keys = {}, {}
         start = time.perf_counter()
         population, timing["carried"] = self._population()
         timing["sample_s"] = time.perf_counter() - start
         timing["population"] = len(population)
 
         start = time.perf_counter()
-        self.estimates = {}
         cold = self.best is None
         fitness = self.psa_cold if cold else self.psa
         psa_seconds = fitness.seconds
@@ -253,7 +216,7 @@ class PrunerSearch(PySearchStrategy):
         timing["selection_power"] = fitness.power
         draft = list(ms._ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel(  # pylint: disable=protected-access
             self.inner_cold if cold else self.inner, population, self.params["draft_size"]))
-        draft = [s for s in draft if self._key(s.mod) not in self.measured]
+        draft = [s for s in draft if self._key_of(s) not in self.measured]
         timing["draft_s"] = time.perf_counter() - start
         timing["draft_analyzer_s"] = fitness.seconds - psa_seconds
         timing["draft"] = len(draft)
@@ -270,7 +233,7 @@ class PrunerSearch(PySearchStrategy):
             from .droplet import neighbours
 
             droplet = [s for s in neighbours(self.space, self.best[1], self.params["droplet_neighbours"],
-                                             self.rng.randrange(1 << 30)) if self._key(s.mod) not in self.measured]
+                                             self.rng.randrange(1 << 30)) if self._key_of(s) not in self.measured]
         timing["droplet_s"] = time.perf_counter() - start
         timing["droplet"] = len(droplet)
 
@@ -287,7 +250,7 @@ class PrunerSearch(PySearchStrategy):
         if not picks:
             return None
         for sch in picks:
-            self.measured.add(self._key(sch.mod))
+            self.measured.add(self._key_of(sch))
         return [measure_candidate(sch) for sch in picks]
 
     def _population(self):
@@ -302,7 +265,7 @@ class PrunerSearch(PySearchStrategy):
                 sch = self.space.replay(record.trace, seed=self.rng.randrange(1, 1 << 30))
                 if sch is not None:
                     population.append(sch)
-        carried = [s for s in self.carry if self._key(s.mod) not in self.measured]
+        carried = [s for s in self.carry if self._key_of(s) not in self.measured]
         carried = carried[:max(0, self.params["population"] - len(population))]
         population.extend(carried)
         missing = self.params["population"] - len(population)
@@ -324,12 +287,12 @@ class PrunerSearch(PySearchStrategy):
         """New unmeasured schedules the analyzer climb visits (climb.py)."""
         from .climb import climb_from_best_geometries
 
-        seen = {self._key(sch.mod) for sch in draft} | self.measured
+        seen = {self._key_of(sch) for sch in draft} | self.measured
         out = []
         for sch in climb_from_best_geometries(draft, self.space, lambda s: self._estimate(s).latency_s, self._geometry,
                                               self.cold_climb_starts, self.params["cold_climb_steps"],
                                               self.params["cold_climb_moves"], self.rng):
-            key = self._key(sch.mod)
+            key = self._key_of(sch)
             if key not in seen:
                 seen.add(key)
                 out.append(sch)
@@ -357,7 +320,7 @@ class PrunerSearch(PySearchStrategy):
             for sch in schedules:
                 if count <= 0 or len(picks) >= batch:
                     break
-                key = self._key(sch.mod)
+                key = self._key_of(sch)
                 if key in seen or key in self.measured:
                     continue
                 seen.add(key)
@@ -369,39 +332,21 @@ class PrunerSearch(PySearchStrategy):
         if geometry_cap is not None:
             ranked_draft = capped_per_group(ranked_draft, geometry_cap, self._geometry, batch)
         take(ranked_draft, n_best)
-        rest = [s for s in draft if self._key(s.mod) not in seen]
+        rest = [s for s in draft if self._key_of(s) not in seen]
         self.rng.shuffle(rest)
         take(rest, n_random)
         take(ranked_draft, batch - len(picks))  # top up when a stage came up short
-        self.carry = [s for s in ranked_draft if self._key(s.mod) not in seen][:self.params["carry_over"]]
+        self.carry = [s for s in ranked_draft if self._key_of(s) not in seen][:self.params["carry_over"]]
         return picks
 
     def _widen_fetches(self, picks: List):
-        """(``picks`` with each one that fetches an operand narrowly replaced by its widest-fetch
-        variant where that is valid, new, and estimated no slower; how many were replaced)."""
-        from ..analysis import has_narrow_fetch
-        from .fetch_width import widest_fetch_variant
+        from .fetch_width import widen_narrow_picks
 
-        keys = {self._key(sch.mod) for sch in picks}
-        out, widened = [], 0
-        for sch in picks:
-            estimate = self._estimate(sch)
-            wide = None
-            if has_narrow_fetch(estimate.features):
-                wide = widest_fetch_variant(self.space, sch.trace, seed=self.rng.randrange(1, 1 << 30))
-            key = self._key(wide.mod) if wide is not None else None
-            if wide is None or key in keys or key in self.measured or \
-                    self._estimate(wide).latency_s > estimate.latency_s:
-                out.append(sch)
-                continue
-            keys.add(key)
-            out.append(wide)
-            widened += 1
-        return out, widened
+        return widen_narrow_picks(picks, self.space, self._estimate, self._key_of, self.measured, self.rng)
 
     def _estimate(self, sch):
         """The analyzer's estimate of ``sch``, computed once a round."""
-        key = self._key(sch.mod)
+        key = self._key_of(sch)
         if key not in self.estimates:
             self.estimates[key] = self.analyzer.estimate(sch.mod)
         return self.estimates[key]
@@ -428,6 +373,15 @@ class PrunerSearch(PySearchStrategy):
             self.measured.add(self._key(mod))
         if latency < 1e9 and (self.best is None or latency < self.best[0]):
             self.best = (latency, trace)
+
+    def _key_of(self, sch) -> int:
+        """``_key(sch.mod)``, hashed once per schedule object a round (a round asks for the key of
+        a draft member in the draft filter, the climb, the estimate cache and the selection)."""
+        entry = self._keys.get(id(sch))
+        if entry is None or entry[0] is not sch:
+            entry = (sch, self._key(sch.mod))
+            self._keys[id(sch)] = entry
+        return entry[1]
 
     @staticmethod
     def _key(mod) -> int:
