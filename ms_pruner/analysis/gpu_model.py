@@ -130,6 +130,10 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
     )
     spill_regs = max(0.0, features.regs_per_thread - reg_cap)
     spilled_fraction = min(1.0, spill_regs / acc_regs) if acc_regs else 0.0
+    if acc_regs > reg_cap + BASE_REGISTERS:
+        # The accumulators alone overflow the cap: ptxas keeps none of the fragment array in
+        # registers (ptxas on the H100 records: 32-168 registers and a 2-13 KB stack for them).
+        spilled_fraction, spill_regs = 1.0, max(spill_regs, acc_regs)
     acc_tile_bytes = features.mma_m * features.mma_n * features.acc_dtype_bytes
     spill_bytes = features.mma_count * spilled_fraction * acc_tile_bytes * 2
     spill_footprint = spill_regs * 4 * threads * resident
