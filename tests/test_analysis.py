@@ -423,14 +423,16 @@ def test_fetch_widths_of_h100_conv2d_records_match_generated_cuda(h100_runs, ten
 
 def test_analyzer_ranks_h100_conv2d_records(h100_runs, capsys, tensor_intrinsics):
     """Stock MetaSchedule's 128 conv2d trials on the H100 (123 ran): Spearman 0.40 and a third of
-    the ten fastest in the analyzer's top 30 while padded vector fetches were read as scalar loads."""
+    the ten fastest in the analyzer's top 30 while padded vector fetches were read as scalar loads;
+    0.63 and 0.92 before spilled accumulators waited on local memory and im2col divisions cost
+    issue slots (0.734, 1.0 since)."""
     from ms_pruner.cli import main
 
     assert main(["analyze", "--db", h100_runs(H100_CONV2D, "stock"), "--gpu", "h100", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert len(report["records"]) == 128 and report["n_valid"] == 123
-    assert report["spearman"] >= 0.6
-    assert report["recall_top10_in_top30"] >= 0.8
+    assert report["spearman"] >= 0.7
+    assert report["recall_top10_in_top30"] >= 0.9
     best = min((r for r in report["records"] if r["measured_s"]), key=lambda r: r["measured_s"])
     assert best["fetch_bytes"] == [16, 8]
     assert best["predicted_s"] <= 1.5 * min(r["predicted_s"] for r in report["records"] if r["predicted_s"])
@@ -448,3 +450,36 @@ def test_fetch_widths_of_h100_records_match_generated_cuda(tensor_intrinsics):
         assert ours == generated
         gathered += "make_half" in kernel and "_ptr[v_." in kernel
     assert gathered == 41
+
+
+def test_address_divisions_count_what_each_element_recomputes():
+    """Divisions by non-powers of two that read the copy's own loop are per element; the rest is
+    hoisted out of the copy loop, and a power of two is a shift."""
+    from tvm import tirx as T
+
+    from ms_pruner.analysis.access import _divisions, _key
+
+    own, tile = T.Var("ax0", "int32"), T.Var("by", "int32")
+    row = T.FloorDiv(own * 32, 48)
+    index = T.FloorMod(T.FloorDiv(tile * 256 + row, 56) + row, 3136)
+    assert _divisions(index, {_key(own)}, set()) == 3  # // 48 (once, used twice), // 56, % 3136
+    assert _divisions(T.FloorDiv(tile * 256, 56) + own, {_key(own)}, set()) == 0
+    assert _divisions(T.FloorMod(own * 32, 64), {_key(own)}, set()) == 0
+
+
+def test_h100_conv2d_input_copies_pay_for_their_im2col_index(h100_runs, tensor_core_candidates):
+    """Every conv2d candidate's padded-input copy computes its im2col index per element; no copy of
+    a matmul with power-of-two dimensions divides at all."""
+    from ms_pruner.analysis import replay_record
+    from ms_pruner.tuning.records import records_in_file_order
+
+    records = records_in_file_order(h100_runs(H100_CONV2D, "stock"))[:16]
+    analyzer = StaticAnalyzer.for_target(records[0].target, gpu=H100)
+    for record in records:
+        copies = {c.name.split("_")[0]: c for c in analyzer.estimate(replay_record(record).mod).features[0].copies
+                  if c.dst_scope.startswith("shared")}
+        assert copies["PadInput"].address_divisions >= 2
+    target, schedules = tensor_core_candidates["matmul:1024x1024x1024:float16:float32"]
+    for sch in schedules:
+        copies = StaticAnalyzer.for_target(target).estimate(sch.mod).features[0].copies
+        assert [c.address_divisions for c in copies] == [0] * len(copies)

@@ -283,6 +283,64 @@ def scalarized_vector_loop(realize, store, loops, loop_vars, own_start: int) -> 
     return lane_dependent[-1] if lane_dependent else None
 
 
+def _divisions(expr, own: set, seen: set) -> int:
+    """Integer divisions/modulos by a constant other than a power of two in ``expr`` whose dividend
+    reads one of ``own`` (variable handles), each distinct one once."""
+    kind = type(expr).__name__
+    count = 0
+    if kind in ("FloorDiv", "FloorMod", "Div", "Mod") and type(expr.b).__name__ == "IntImm":
+        divisor = abs(int(expr.b.value))
+        if divisor & (divisor - 1) and _reads(expr.a, own):
+            text = str(expr)
+            if text not in seen:
+                seen.add(text)
+                count += 1
+    from tvm.ir.expr import Expr
+
+    children = list(expr.args) if kind == "Call" else [
+        getattr(expr, name, None) for name in ("a", "b", "value", "condition", "true_value", "false_value")]
+    return count + sum(_divisions(sub, own, seen) for sub in children if isinstance(sub, Expr))
+
+
+def _reads(expr, own: set) -> bool:
+    from tvm.tirx.analysis import undefined_vars
+
+    return any(_key(v) in own for v in undefined_vars(expr))
+
+
+def address_divisions(realize, store, loops, loop_vars, own_start: int) -> int:
+    """Divisions by constants that are not powers of two a copy's global index and bounds test do
+    per element: what the index of an im2col tile costs (``(ax0 * 2 + tx // 16) % 3`` each element).
+
+    Counted on the expressions as lowering's Simplify leaves them (loop ranges known, block vars
+    replaced by their bindings); a division that reads none of the copy's own loops is computed
+    once per tile, outside the copy loop, and is not counted.
+    """
+    load = _find_load(store.value)
+    if load is None:
+        return 0
+    if store.buffer.scope() == "global":
+        exprs = list(store.indices)
+    elif load.source.scope() == "global":
+        exprs = list(load.indices)
+    else:
+        return 0
+    guard = guard_of(store)
+    if guard is not None:
+        exprs.append(guard.args[0])
+    import tvm
+    from tvm.sym import Analyzer
+
+    analyzer = Analyzer()
+    for loop, var in zip(loops, loop_vars):
+        analyzer.bind(var, tvm.ir.Range.from_min_extent(0, loop.extent))
+    for iv, bound in zip(realize.block.iter_vars, realize.iter_values):
+        analyzer.bind(iv.var, bound)
+    own = {_key(var) for var, loop in zip(loop_vars[own_start:], loops[own_start:]) if loop.thread is None}
+    seen: set = set()
+    return sum(_divisions(analyzer.simplify(expr), own, seen) for expr in exprs)
+
+
 def scalar_requests(vector: WarpAccess, scalar: WarpAccess) -> WarpAccess:
     """One scalar request of a vector copy code generation splits into one load a lane (scalarized
     or gathered): its own lines, wavefronts and bytes, with the sector efficiency of the whole vector

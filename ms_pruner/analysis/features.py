@@ -43,6 +43,7 @@ class CopyStream:
     sector_efficiency: float  # useful bytes / bytes of the 32-byte sectors a warp request fetches
     lines_per_request: float  # 128-byte lines one warp request spans (L1 tag lookups)
     shared_wavefronts_per_request: float  # shared-memory passes one warp request needs (banks)
+    address_divisions: int = 0  # divisions by non-power-of-two constants per request (im2col indices)
 
 
 @dataclasses.dataclass
@@ -125,6 +126,7 @@ def _copy_stream(block: BlockInfo, src, dst, warp_size: int) -> CopyStream:
         sector_efficiency=min(1.0, efficiency),
         lines_per_request=lines,
         shared_wavefronts_per_request=wavefronts,
+        address_divisions=block.address_divisions,
     )
 
 

@@ -21,6 +21,9 @@ from .features import BASE_REGISTERS, KernelFeatures, is_shared
 
 WAVEFRONT_BYTES = 128  # one shared-memory/L1 wavefront (32 banks x 4 bytes)
 COPY_INSTRUCTIONS = 4  # per warp-level copy step: global load, shared store, two address ops
+# One floor division or modulo by a constant that is not a power of two (multiply-high, shift,
+# the floor correction of signed operands): what an im2col index costs per element.
+DIVISION_INSTRUCTIONS = 6
 LAUNCH_SECONDS = 3e-6
 BARRIER_CYCLES = 20
 SHARED_LATENCY_CYCLES = 30
@@ -163,7 +166,7 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
             copy.lines_per_request + copy.shared_wavefronts_per_request
         ) * WAVEFRONT_BYTES
         l2_bytes += copy.bytes_total / copy.sector_efficiency
-        issue += copy.warp_instructions * COPY_INSTRUCTIONS
+        issue += copy.warp_instructions * (COPY_INSTRUCTIONS + DIVISION_INSTRUCTIONS * copy.address_divisions)
         copy_iters += copy.serial_iters
     fragment_bytes = features.smem_read_bytes - sum(
         c.bytes_total for c in features.copies if is_shared(c.src_scope)

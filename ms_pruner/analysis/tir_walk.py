@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Tuple
 
-from .access import (WarpAccess, dtype_bytes, index_strides, predicate_ratio, scalar_requests,
+from .access import (WarpAccess, address_divisions, dtype_bytes, index_strides, predicate_ratio, scalar_requests,
                      scalarized_vector_loop, vector_loops, warp_access)
 
 LOOP_KINDS = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread"}
@@ -70,6 +70,7 @@ class BlockInfo:
     pad_ratio: float = 1.0  # storage_align padding of the written tile (padded / dense size)
     access: Optional[WarpAccess] = None  # per-warp memory behaviour of a global<->shared copy
     active_ratio: float = 1.0  # share of own iterations the block predicate keeps
+    address_divisions: int = 0  # per element of a global<->shared copy (access.address_divisions)
 
     @property
     def executions(self) -> float:
@@ -266,6 +267,7 @@ class _Walker:
             if not any(loop.thread is not None and loop.thread.startswith("blockIdx") for loop in info.loops):
                 continue
             info.access = warp_access(realize, store, info.loops, loop_vars, info.own_start, warp_size)
+            info.address_divisions = address_divisions(realize, store, info.loops, loop_vars, info.own_start)
             scalarized = scalarized_vector_loop(realize, store, info.loops, loop_vars, info.own_start)
             if scalarized is None and info.access is not None and not info.access.lanes_contiguous:
                 scalarized = vector_loops(info.loops, info.own_start)[-1]
