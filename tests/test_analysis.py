@@ -457,7 +457,8 @@ def test_address_divisions_count_what_each_element_recomputes():
     hoisted out of the copy loop, and a power of two is a shift."""
     from tvm import tirx as T
 
-    from ms_pruner.analysis.access import _collect_divisions, _key
+    from ms_pruner.analysis.access import _key
+    from ms_pruner.analysis.index_cost import _collect_divisions
 
     def divisions(expr, own):
         found = set()

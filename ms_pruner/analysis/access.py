@@ -254,7 +254,7 @@ def guard_of(store):
 _last_analyzer: dict = {}
 
 
-def _lowered(realize, loops, loop_vars, expr):
+def as_lowered(realize, loops, loop_vars, expr):
     """``expr`` as lowering's Simplify leaves it: TVM's arithmetic analyzer with every loop's range
     and the block's iteration variables bound. The last copy's analyzer and results are kept: its
     lane test and its division count simplify the same bounds test (~1 ms on a conv2d tile)."""
@@ -297,93 +297,9 @@ def scalarized_vector_loop(realize, store, loops, loop_vars, own_start: int) -> 
         return None
     from tvm.tirx.analysis import undefined_vars
 
-    used = {_key(v) for v in undefined_vars(_lowered(realize, loops, loop_vars, value.args[0]))}
+    used = {_key(v) for v in undefined_vars(as_lowered(realize, loops, loop_vars, value.args[0]))}
     lane_dependent = [i for i in vector if _key(loop_vars[i]) in used]
     return lane_dependent[-1] if lane_dependent else None
-
-
-_DIVISIONS = ("FloorDiv", "FloorMod", "Div", "Mod")
-_LEAVES = ("IntImm", "FloatImm", "StringImm")
-
-
-def _odd_divisor(expr) -> bool:
-    if type(expr.b).__name__ != "IntImm":
-        return False
-    divisor = abs(int(expr.b.value))
-    return bool(divisor & (divisor - 1))
-
-
-def _children(expr) -> list:
-    from tvm.ir.expr import Expr
-
-    if type(expr).__name__ == "Call":
-        return [arg for arg in expr.args if isinstance(arg, Expr)]
-    return [sub for sub in (getattr(expr, name, None) for name in ("a", "b", "value", "condition", "true_value",
-                                                                     "false_value")) if isinstance(sub, Expr)]
-
-
-def _collect_divisions(expr, own: set, found: set, memo: Dict[int, bool]) -> bool:
-    """Add to ``found`` (structural hashes) the divisions by non-powers of two in ``expr`` whose
-    dividend reads a variable of ``own``; whether ``expr`` reads one."""
-    handle = _key(expr)
-    if handle in memo:
-        return memo[handle]
-    kind = type(expr).__name__
-    if kind == "Var":
-        reads = handle in own
-    elif kind in _LEAVES:
-        reads = False
-    else:
-        reads_each = [_collect_divisions(sub, own, found, memo) for sub in _children(expr)]
-        reads = any(reads_each)
-        if kind in _DIVISIONS and reads_each and reads_each[0] and _odd_divisor(expr):
-            import tvm_ffi
-
-            found.add(int(tvm_ffi.structural_hash(expr)))
-    memo[handle] = reads
-    return reads
-
-
-def _has_odd_division(expr, memo: set) -> bool:
-    handle = _key(expr)
-    if handle in memo or type(expr).__name__ in _LEAVES + ("Var",):
-        return False
-    memo.add(handle)
-    if type(expr).__name__ in _DIVISIONS and _odd_divisor(expr):
-        return True
-    return any(_has_odd_division(sub, memo) for sub in _children(expr))
-
-
-def address_divisions(realize, store, loops, loop_vars, own_start: int) -> int:
-    """Divisions by constants that are not powers of two a copy's global index computes per
-    element: what the index of an im2col tile costs (``(ax0 * 2 + tx // 16) % 3`` each element).
-
-    Counted on the index and the bounds test of a padded tile as lowering's Simplify leaves them
-    (loop ranges known, block vars replaced by their bindings), each distinct division once, as
-    code generation's CSE shares them. A division that reads none of the copy's own serial loops is
-    computed once per tile, outside the copy loop, and is not counted.
-    """
-    load = _find_load(store.value)
-    if load is None:
-        return 0
-    if store.buffer.scope() == "global":
-        indices = list(store.indices)
-    elif load.source.scope() == "global":
-        indices = list(load.indices)
-    else:
-        return 0
-    guard = guard_of(store)
-    if guard is not None:
-        indices.append(guard.args[0])
-    seen: set = set()
-    if not any(_has_odd_division(e, seen) for e in indices + list(realize.iter_values)):
-        return 0
-    own = {_key(var) for var, loop in zip(loop_vars[own_start:], loops[own_start:]) if loop.thread is None}
-    found: set = set()
-    memo: Dict[int, bool] = {}
-    for index in indices:
-        _collect_divisions(_lowered(realize, loops, loop_vars, index), own, found, memo)
-    return len(found)
 
 
 def scalar_requests(vector: WarpAccess, scalar: WarpAccess) -> WarpAccess:

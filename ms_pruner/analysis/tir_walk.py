@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Tuple
 
-from .access import (WarpAccess, address_divisions, dtype_bytes, index_strides, predicate_ratio, scalar_requests,
+from .access import (WarpAccess, dtype_bytes, index_strides, predicate_ratio, scalar_requests,
                      scalarized_vector_loop, vector_loops, warp_access)
+from .index_cost import address_divisions
 
 LOOP_KINDS = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread"}
 FLOAT_OPS = ("Add", "Sub", "Mul", "Div", "Max", "Min")
@@ -70,7 +71,7 @@ class BlockInfo:
     pad_ratio: float = 1.0  # storage_align padding of the written tile (padded / dense size)
     access: Optional[WarpAccess] = None  # per-warp memory behaviour of a global<->shared copy
     active_ratio: float = 1.0  # share of own iterations the block predicate keeps
-    address_divisions: int = 0  # per element of a global<->shared copy (access.address_divisions)
+    address_divisions: int = 0  # per element of a global<->shared copy (index_cost.address_divisions)
 
     @property
     def executions(self) -> float:
