@@ -44,14 +44,13 @@ def time_runner(workload_spec: str, candidates: int, seed: int) -> dict:
     args_info = ms.arg_info.ArgInfo.from_prim_func(mod)
     inputs = [ms.runner.RunnerInput(str(b.artifact_path), "cpu", args_info) for b in built if not b.error_msg]
     entry = {"workload": workload_spec, "target": str(target), "candidates": len(inputs)}
-    for reuse in (False, True):
+    for name, reuse in (("fresh", False), ("reuse", True)):
         runner = make_runner(reuse_arguments=reuse)
         _runner_seconds(runner, inputs[:1])  # the worker's first load (imports) counts for neither
         wall, errors, kernel = _runner_seconds(runner, inputs)
-        entry["reuse" if reuse else "fresh"] = {
-            "runner_s_per_candidate": wall / len(inputs), "errors": errors,
-            "mean_kernel_s": sum(kernel) / max(1, len(kernel))}
-        print(workload_spec, "reuse" if reuse else "fresh", entry["reuse" if reuse else "fresh"])
+        entry[name] = {"runner_s_per_candidate": wall / len(inputs), "errors": errors,
+                       "mean_kernel_s": sum(kernel) / max(1, len(kernel))}
+        print(workload_spec, name, entry[name])
     return entry
 
 

@@ -33,7 +33,7 @@ def cached_alloc_argument(device, args_info: Sequence, alloc_repeat: int) -> Lis
 
     key = _arguments_key(device, args_info, alloc_repeat)
     if key != _cached_key:
-        _cached_key, _cached_args = (), []
+        forget_cached_arguments()  # the old task's arguments go before the new ones are allocated
         _cached_args = default_alloc_argument(device, args_info, alloc_repeat)
         _cached_key = key
     return _cached_args
