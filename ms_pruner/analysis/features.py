@@ -44,6 +44,7 @@ class CopyStream:
     lines_per_request: float  # 128-byte lines one warp request spans (L1 tag lookups)
     shared_wavefronts_per_request: float  # shared-memory passes one warp request needs (banks)
     address_divisions: int = 0  # divisions by non-power-of-two constants per request (im2col indices)
+    outer_trips: int = 1  # serial trips around the copy: how many times one block runs it
 
 
 @dataclasses.dataclass
@@ -127,6 +128,7 @@ def _copy_stream(block: BlockInfo, src, dst, warp_size: int) -> CopyStream:
         lines_per_request=lines,
         shared_wavefronts_per_request=wavefronts,
         address_divisions=block.address_divisions,
+        outer_trips=_outer_serial_trips(block),
     )
 
 

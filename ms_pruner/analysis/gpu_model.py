@@ -148,15 +148,17 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
     tensor_rate = spec.tensor_flops_per_cycle_per_sm(acc)
     warps_active = active * features.warps_per_block
     sub_partitions = 4
-    tensor_util = min(1.0, warps_active / sub_partitions)
-    tensor = features.mma_flops / block_trips / tensor_rate / tensor_util
+    # Each warp stays on one SM sub-partition (its tensor core and issue slot): the busiest of the
+    # four sets the pace, so 6 warps run like 8 (two sub-partitions carry two warps each).
+    sub_partition_balance = warps_active / (sub_partitions * math.ceil(warps_active / sub_partitions))
+    tensor = features.mma_flops / block_trips / tensor_rate / sub_partition_balance
     cuda_rate = spec.fp32_tflops * 1e12 / (spec.sm_count * clock)
     tensor += features.cuda_core_flops / block_trips / cuda_rate
 
     smem_bytes = spill_bytes if spill_in_l1 else 0.0
     issue = 0.0
     l2_bytes = (0.0 if spill_in_l1 else spill_bytes) + features.direct_global_bytes
-    copy_iters = 0
+    copy_issue_per_warp = 0.0  # one warp's copy instructions in one trip, issued back to back
     for copy in features.copies:
         if not is_shared(copy.dst_scope):
             continue
@@ -167,17 +169,24 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
         ) * WAVEFRONT_BYTES
         l2_bytes += copy.bytes_total / copy.sector_efficiency
         issue += copy.warp_instructions * (COPY_INSTRUCTIONS + DIVISION_INSTRUCTIONS * copy.address_divisions)
-        copy_iters += copy.serial_iters
+        # A copy placed outside an inner serial loop (MetaSchedule's middle reduction tile) runs
+        # once every `trips / outer_trips` trips: its instructions spread over them.
+        share = min(1.0, copy.outer_trips / trips)
+        copy_issue_per_warp += copy.serial_iters * share * (
+            COPY_INSTRUCTIONS + DIVISION_INSTRUCTIONS * copy.address_divisions
+        )
     fragment_bytes = features.smem_read_bytes - sum(
         c.bytes_total for c in features.copies if is_shared(c.src_scope)
     )
     smem_bytes += max(0.0, fragment_bytes)
     smem = smem_bytes / block_trips / spec.smem_bytes_per_clock_per_sm
     l2 = l2_bytes / block_trips / (spec.l2_gbps * 1e9 / spec.sm_count / clock)
-    issue = issue / block_trips / sub_partitions
-    # One L2 round trip per trip (the copy loop's loads are independent), plus issuing the copy
-    # instructions of one warp back to back.
-    copy_latency = spec.l2_latency_cycles + copy_iters * COPY_INSTRUCTIONS
+    issue = issue / block_trips / sub_partitions / sub_partition_balance
+    # One L2 round trip per trip (the copy loop's loads are independent), plus issuing one warp's
+    # copy instructions, index arithmetic included, back to back. The round trip stays on every
+    # trip, also those that reuse a tile copied earlier: on the H100 the measured best tile with
+    # its k loop split under the copy ran 615-665 us against 474 (tests/test_analysis.py).
+    copy_latency = spec.l2_latency_cycles + copy_issue_per_warp
     # Each trip also waits on two barriers, a shared-memory load and its chain of dependent MMAs
     # (the k-steps that accumulate into the same fragment).
     mma_per_warp_trip = features.mma_count / (block_trips * features.warps_per_block)
