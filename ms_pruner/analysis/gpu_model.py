@@ -168,13 +168,11 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
             copy.lines_per_request + copy.shared_wavefronts_per_request
         ) * WAVEFRONT_BYTES
         l2_bytes += copy.bytes_total / copy.sector_efficiency
-        issue += copy.warp_instructions * (COPY_INSTRUCTIONS + DIVISION_INSTRUCTIONS * copy.address_divisions)
+        per_request = COPY_INSTRUCTIONS + DIVISION_INSTRUCTIONS * copy.address_divisions
+        issue += copy.warp_instructions * per_request
         # A copy placed outside an inner serial loop (MetaSchedule's middle reduction tile) runs
         # once every `trips / outer_trips` trips: its instructions spread over them.
-        share = min(1.0, copy.outer_trips / trips)
-        copy_issue_per_warp += copy.serial_iters * share * (
-            COPY_INSTRUCTIONS + DIVISION_INSTRUCTIONS * copy.address_divisions
-        )
+        copy_issue_per_warp += copy.serial_iters * min(1.0, copy.outer_trips / trips) * per_request
     fragment_bytes = features.smem_read_bytes - sum(
         c.bytes_total for c in features.copies if is_shared(c.src_scope)
     )
