@@ -212,7 +212,7 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
     from ms_pruner.search.fetch_width import widest_fetch_variant
 
     timing = strategy.timings[-1]
-    assert timing["widened"] > 0 and "widen_s" in timing
+    assert "widen_s" in timing and 0 <= timing["widened"] <= len(picks)
     keys = {int(tvm_ffi.structural_hash(c.sch.mod)) for c in picks}
     for candidate in picks:
         estimate = searched.analyzer.estimate(candidate.sch.mod)
@@ -261,6 +261,48 @@ def test_widest_fetch_variant_widens_only_the_cooperative_fetches(tensor_intrins
         changed = {k: (a[1], b[1]) for k, (a, b) in enumerate(zip(draws(base), draws(widened))) if a != b}
         assert changed and set(changed) <= fetch_positions and all(b > a for a, b in changed.values())
         assert widest_fetch_variant(space, wide.trace, seed=1) is None
+
+
+def test_widening_replaces_narrow_picks_by_new_variants_estimated_no_slower(tensor_intrinsics):
+    """``widen_narrow_picks`` on samples of which three in four fetch an operand narrowly: some are
+    replaced, each by its widest-fetch variant, new and estimated no slower; a variant already
+    measured is never picked; a pick left narrow had no such variant."""
+    import random
+
+    import tvm_ffi
+
+    from ms_pruner.analysis import StaticAnalyzer, has_narrow_fetch
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.fetch_width import widen_narrow_picks, widest_fetch_variant
+
+    target = get_gpu_spec("h100").target()
+    space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
+    analyzer = StaticAnalyzer.for_target(target)
+
+    def estimate(sch):
+        return analyzer.estimate(sch.mod)
+
+    def key_of(sch):
+        return int(tvm_ffi.structural_hash(sch.mod))
+
+    picks = space.sample(8, seed=3)
+    out, widened = widen_narrow_picks(picks, space, estimate, key_of, set(), random.Random(0))
+    assert len(out) == len(picks) and widened > 0
+    assert len({key_of(s) for s in out}) == len(out)
+    replaced = [(a, b) for a, b in zip(picks, out) if a is not b]
+    assert len(replaced) == widened
+    for before, after in replaced:
+        assert has_narrow_fetch(estimate(before).features)
+        assert estimate(after).latency_s <= estimate(before).latency_s
+    for before, after in zip(picks, out):
+        if after is before and has_narrow_fetch(estimate(before).features):
+            wide = widest_fetch_variant(space, before.trace, seed=1)
+            assert wide is None or estimate(wide).latency_s > estimate(before).latency_s or \
+                key_of(wide) in {key_of(s) for s in picks}
+    measured = {key_of(after) for _, after in replaced}
+    again, widened_again = widen_narrow_picks(picks, space, estimate, key_of, measured, random.Random(0))
+    assert widened_again == 0 and all(a is b for a, b in zip(picks, again))
 
 
 def test_analyzer_climb_moves_tiles_only_and_improves_the_estimate(tensor_intrinsics):
