@@ -10,6 +10,7 @@ import sys
 from typing import List, Optional
 
 from .errors import UserError
+from .tuning.interrupt import TimeLimitReached, set_time_limit
 
 DEFAULT_GPU_WORKLOAD = "matmul:4096x4096x4096:float16:float32"
 DEFAULT_CPU_WORKLOAD = "matmul:128x128x128:float32:float32"
@@ -221,6 +222,12 @@ def cmd_tune_model(args) -> int:
     return 0
 
 
+def _add_time_limit(parser) -> None:
+    parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                        help="stop after the last round that leaves no time for another within SECONDS "
+                             "(exit status 124); the work dir keeps every record and rerunning resumes")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ms-pruner", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -240,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--pretrained", default=None, help="pretrained PaCM model (ms-pruner train) for MoA")
     tune.add_argument("--cost-model", default=None, help="xgb | pacm, for --strategy stock (default xgb)")
     tune.add_argument("--no-progress", action="store_true")
+    _add_time_limit(tune)
     tune.add_argument("--json", action="store_true", help="print the result as one JSON object")
     tune.set_defaults(func=cmd_tune)
 
@@ -281,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=int, default=0)
     compare.add_argument("--out", required=True, help="directory for compare.json/.md/.png and work dirs")
     compare.add_argument("--no-progress", action="store_true")
+    _add_time_limit(compare)
     compare.add_argument("--fresh", action="store_true",
                          help="ignore runs already in --out/compare.json instead of adding to them")
     compare.set_defaults(func=cmd_compare)
@@ -299,6 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--torch-compile", action=argparse.BooleanOptionalAction, default=True,
                        help="also time torch.compile (skipped with --no-torch-compile)")
     model.add_argument("--no-progress", action="store_true")
+    _add_time_limit(model)
     model.set_defaults(func=cmd_tune_model)
 
     show = sub.add_parser("show", help="print the best record of each workload in a work dir")
@@ -312,13 +322,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = argv
     try:
+        if getattr(args, "time_limit", None) is not None:
+            if args.time_limit <= 0:
+                raise UserError(f"--time-limit must be positive, got {args.time_limit:g}")
+            set_time_limit(args.time_limit)
         return int(args.func(args) or 0)
     except UserError as err:
         print(f"ms-pruner: error: {err}", file=sys.stderr)
         return 2
+    except TimeLimitReached as err:
+        print(f"ms-pruner: {err}; records measured so far are kept, rerun the command to resume", file=sys.stderr)
+        return 124
     except KeyboardInterrupt:
         print("ms-pruner: interrupted; records measured so far are kept in the work dir", file=sys.stderr)
         return 130
+    finally:
+        set_time_limit(None)
 
 
 if __name__ == "__main__":

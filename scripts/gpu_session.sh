@@ -21,10 +21,12 @@
 #       fills its ten minutes and the machine is not left idle between steps; a step cut by the
 #       deadline resumes when the next call queues it again, and a finished one is found done.
 #
-# Each tuning command runs under `timeout --foreground -s INT` short of the call limit: the CLI stops
-# cleanly on SIGINT, the work dir keeps every measured record, and `compare` keeps every run that
-# finished and resumes the one that was cut (same work dir, clock going on), so a step cut short
-# can simply be called again.
+# Each tuning command runs with `--time-limit` short of the call limit: it ends after the last whole
+# round that leaves no time for another as long as its longest (exit 124), so no round's search and
+# build are thrown away; `timeout --foreground -s INT` at the same limit catches a round longer than
+# foreseen (the CLI stops cleanly on SIGINT too). The work dir keeps every measured record, and
+# `compare` keeps every run that finished and resumes the one that was cut (same work dir, clock going
+# on), so a step cut short can simply be called again; a queue stops at the first step out of time.
 set -uo pipefail
 step=${1:?usage: gpu_session.sh STEP (see the header)}
 cd "$(dirname "$0")/.."
@@ -44,19 +46,23 @@ mkdir -p "$KEEP" "$OUT"
 if [ "$step" = queue ]; then
     shift
     : "${DEADLINE:?queue needs DEADLINE, the epoch second by which the call must end}"
+    rm -f "$KEEP/out_of_time"
     for next in "$@"; do
         left=$(( DEADLINE - $(date +%s) ))
         # A stopped run finishes its phase and the files are copied within ~70 s of BUDGET.
         [ "$left" -gt 150 ] || { echo "== queue: ${left}s left, not starting $next" | tee -a "$KEEP/session.log"; exit 0; }
         BUDGET=$(( left - 70 )) bash "$0" "$next"
+        [ ! -e "$KEEP/out_of_time" ] || { echo "== queue: $next ran out of time; queue it again next call" | tee -a "$KEEP/session.log"; exit 0; }
     done
     exit 0
 fi
 
 ms() {
-    timeout --foreground --signal=INT --kill-after=60 "$BUDGET" python3 -m ms_pruner "$@"
+    timeout --foreground --signal=INT --kill-after=60 "$BUDGET" python3 -m ms_pruner "$@" --time-limit $(( BUDGET - 15 ))
     local status=$?
     [ "$status" -eq 0 ] || echo "== exit $status: ms-pruner $*" >&2
+    # 124: the time limit ended the call (or timeout cut it): the run is unfinished.
+    [ "$status" -ne 124 ] || touch "$KEEP/out_of_time"
     return "$status"
 }
 compare() {
@@ -77,6 +83,7 @@ models() {
     for model in ${MODELS:-bert-layer resnet-block}; do
         ms tune-model --model "$model" --target "$TARGET" --trials "$MODEL_TRIALS" --strategy "$1" --seed 0 \
             --work-dir "$KEEP/models/$model-$1" --no-progress
+        [ ! -e "$KEEP/out_of_time" ] || break
     done
 }
 

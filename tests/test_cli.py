@@ -139,6 +139,30 @@ def test_interrupt_keeps_measured_records(tmp_path):
     assert all(json.loads(line)[1][1][0] < 1e9 for line in kept)  # no build killed by the interrupt
 
 
+def test_time_limit_stops_at_a_round_boundary_and_a_rerun_resumes(tmp_path, capsys):
+    """`--time-limit` ends a call after the last whole round that leaves no time for another (exit 124,
+    a closing line that says so): round 0 always runs, a resumed call with less time than its longest round measures
+    nothing, and a call without the limit finishes the run with the earlier records first."""
+    work_dir = str(tmp_path / "wd")
+    log = os.path.join(work_dir, "logs", "ms_pruner_rounds.jsonl")
+    args = ["tune", SPEC, "--target", "llvm", "--trials", "32", "--per-iter", "8", "--work-dir", work_dir,
+            "--seed", "0", "--no-progress"]
+    assert main(args + ["--time-limit", "0.5"]) == 124
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "stopped by the time limit" in err[-1] and "rerun the command to resume" in err[-1]
+    first = _record_keys(work_dir)
+    assert len(first) == 8 and len(open(log).readlines()) == 1
+
+    assert main(args + ["--time-limit", "0.5"]) == 124
+    assert "stopped by the time limit" in capsys.readouterr().err
+    assert _record_keys(work_dir) == first and len(open(log).readlines()) == 1
+
+    assert main(args) == 0
+    assert _record_keys(work_dir)[:8] == first and len(_record_keys(work_dir)) == 32
+    assert main(args[:1] + ["--time-limit", "0"]) == 2
+    assert "--time-limit must be positive" in capsys.readouterr().err
+
+
 def test_compare_cut_by_a_time_limit_resumes_the_cut_run(tmp_path):
     """`timeout -s INT` stops `compare` mid-run (a lent GPU's ten-minute call): the next call resumes that run
     in its work dir rather than starting it again, continuing its rounds, trial count and clock, with the

@@ -161,6 +161,9 @@ def tune_tir(
     """
     from tvm.s_tir import meta_schedule as ms
 
+    from .instrument import round_seconds
+    from .interrupt import stop_unless_time_for
+
     if max_trials <= 0:
         raise UserError(f"--trials must be positive, got {max_trials}")
     workload = normalized_mod(mod)
@@ -180,6 +183,7 @@ def tune_tir(
         with instrumented_session(work_dir, remaining, strategy_obj, builder, runner, f"tuning ({strategy})",
                                   progress, resume, tag, call) as (clock, measure):
             if resume is not None:
+                stop_unless_time_for(max((round_seconds(r) for r in resume.rounds), default=0.0))
                 model, warmed_on = warmed_cost_model(model, workload, target, existing)
             ms.tune_tir(
                 mod=workload,

@@ -21,7 +21,7 @@ from tvm.s_tir.meta_schedule.builder import PyBuilder
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 from tvm.s_tir.meta_schedule.runner import PyRunner
 
-from .interrupt import check_stop
+from .interrupt import check_stop, stop_unless_time_for
 from .records import FAILED_RUN_SECONDS
 
 
@@ -44,6 +44,11 @@ class RoundTiming:
     strategy: dict = dataclasses.field(default_factory=dict)  # the search's own split (PrunerSearch)
     session: int = 0  # which call of a resumed run measured this round
     workload: Optional[str] = None  # resume.workload_tag of a tune_tir run (a work dir may hold several)
+
+
+def round_seconds(timing: dict) -> float:
+    """Wall seconds of one logged round (a RoundTiming as a dict), from its search to its update."""
+    return sum(float(timing.get(part, 0.0)) for part in ("search_s", "build_s", "run_s", "update_s"))
 
 
 class RoundClock:
@@ -77,6 +82,13 @@ class RoundClock:
             return {}
         self._timings_seen = len(self.strategy_timings)
         return dict(self.strategy_timings[-1])
+
+    def longest_round_s(self) -> float:
+        """The longest round this call measured, in seconds: what the next one is budgeted at."""
+        return max((round_seconds(dataclasses.asdict(r)) for r in self.rounds), default=0.0)
+
+    def trials_left(self) -> bool:
+        return sum(r.trials for r in self.rounds) < self.total_trials
 
     def finish_round(self, task_id: int, builder_results, runner_results) -> RoundTiming:
         now = time.perf_counter()
@@ -168,4 +180,6 @@ class ProgressCallback(PyMeasureCallback):
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
         self.clock.finish_round(task_id, builder_results, runner_results)
+        if self.clock.trials_left():
+            stop_unless_time_for(self.clock.longest_round_s())
         check_stop()

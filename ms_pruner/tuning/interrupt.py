@@ -7,6 +7,11 @@ the timed builder/runner and the progress callback, which MetaSchedule calls fro
 between phases (before a build, before a run, after the database took a measured batch), check it
 and raise from there.
 A second SIGINT raises at once, for when the round itself hangs.
+
+A time limit (``--time-limit``) stops the same way, at a round boundary, when another round as long
+as the longest so far would end past it: a call with a fixed allowance (a lent GPU's ten minutes)
+ends after its last whole round instead of being cut in the middle of one, which wastes that
+round's search and build.
 """
 
 from __future__ import annotations
@@ -15,19 +20,50 @@ import contextlib
 import signal
 import sys
 import threading
+import time
+from typing import Optional
 
 
 STOPPED = "tuning stopped on request; records measured so far are kept"
 
 
+class TimeLimitReached(KeyboardInterrupt):
+    """Tuning stopped at a round boundary: the next round would have ended past the time limit."""
+
+
 class _State:
     requested = False
+    time_limit: Optional[str] = None  # why the time limit stopped tuning, if it did
+    deadline: Optional[float] = None  # time.monotonic() by which tuning should have stopped
 
 
 def check_stop() -> None:
     """Raise ``KeyboardInterrupt`` here, at a safe point, if a stop was asked for."""
     if _State.requested:
-        raise KeyboardInterrupt(STOPPED)
+        raise _stop_exception()
+
+
+def _stop_exception() -> KeyboardInterrupt:
+    return TimeLimitReached(_State.time_limit) if _State.time_limit else KeyboardInterrupt(STOPPED)
+
+
+def set_time_limit(seconds: Optional[float]) -> None:
+    """Stop tuning (process-wide, every tuning call from now on) at the last round boundary that
+    leaves time for no further round within ``seconds`` from now; None lifts the limit."""
+    _State.deadline = None if seconds is None else time.monotonic() + float(seconds)
+
+
+def stop_unless_time_for(round_s: float) -> None:
+    """At a round boundary: stop (``TimeLimitReached``) if a round of ``round_s`` seconds would end
+    past the time limit."""
+    if _State.deadline is None or round_s <= 0:
+        return
+    left = _State.deadline - time.monotonic()
+    if round_s > left:
+        _State.requested = True
+        _State.time_limit = (f"stopped by the time limit: another round takes about {round_s:.0f} s "
+                             f"and {max(0.0, left):.0f} s are left")
+    check_stop()
 
 
 def _on_sigint(signum, frame):
@@ -45,13 +81,15 @@ def graceful_interrupts():
         yield
         return
     previous = signal.signal(signal.SIGINT, _on_sigint)
-    _State.requested = False
+    _State.requested, _State.time_limit = False, None
     try:
         yield
-    except Exception as err:
+    except TimeLimitReached:
+        raise
+    except (Exception, KeyboardInterrupt) as err:
         if _State.requested:
-            raise KeyboardInterrupt(STOPPED) from err
+            raise _stop_exception() from err
         raise
     finally:
         signal.signal(signal.SIGINT, previous)
-        _State.requested = False
+        _State.requested, _State.time_limit = False, None
