@@ -11,6 +11,7 @@
 #   bash scripts/gpu_session.sh matmul-pruner     # issue 5: Pruner, same budget -> compare.{json,md,png}
 #   bash scripts/gpu_session.sh conv-stock        # issue 5: the conv2d layer, stock
 #   bash scripts/gpu_session.sh conv-pruner       # issue 5: the conv2d layer, Pruner
+#   bash scripts/gpu_session.sh issue5            # issue 5: the four runs above in one process, conv2d first
 #   bash scripts/gpu_session.sh builder-stock     # issue 2: stock builder, 64 trials (ours = matmul-stock)
 #   bash scripts/gpu_session.sh conv-replay       # issue 3: 128 random conv2d candidates + analyze
 #   bash scripts/gpu_session.sh models-stock      # issue 6: bert-layer + resnet-block, stock
@@ -103,6 +104,12 @@ models() {
         matmul-pruner) compare "$MM" pruner ;;
         conv-stock) compare "$CONV" stock ;;
         conv-pruner) compare "$CONV" pruner ;;
+        issue5)
+            # One process for the four runs (conv2d first: never compared yet), so a call pays the
+            # start-up (~20 s of tensor-intrinsic import, more on a GPU host) once, not once a step;
+            # --time-limit budgets each new run at the longest round the process has measured.
+            ms compare --workload "$CONV" --workload "$MM" --target "$TARGET" --trials "$TRIALS" --per-iter "$PER_ITER" \
+                --strategies stock,pruner --seed 0 --out "$KEEP/compare" --no-progress ;;
         builder-stock)
             # The stock builder compiles CUDA with TVM's callback, NVRTC by default, which needs the
             # cuda-bindings package (docs/builder.md); without it use TVM's documented nvcc mode.

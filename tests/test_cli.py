@@ -163,6 +163,29 @@ def test_time_limit_stops_at_a_round_boundary_and_a_rerun_resumes(tmp_path, caps
     assert "--time-limit must be positive" in capsys.readouterr().err
 
 
+def test_time_limit_budgets_a_new_run_by_the_longest_round_of_the_process():
+    """`compare` tunes its runs one after another in one process: a run that has measured nothing
+    yet is budgeted at the longest round the earlier runs took, and none at all before any."""
+    from ms_pruner.tuning.interrupt import (TimeLimitReached, graceful_interrupts, note_round, set_time_limit,
+                                            stop_unless_time_for)
+
+    set_time_limit(100.0)
+    try:
+        with graceful_interrupts():
+            stop_unless_time_for()
+            note_round(30.0)
+            stop_unless_time_for()
+            stop_unless_time_for(60.0)
+        note_round(150.0)
+        with pytest.raises(TimeLimitReached, match="another round takes about 150 s"):
+            with graceful_interrupts():
+                stop_unless_time_for()
+    finally:
+        set_time_limit(None)
+    with graceful_interrupts():
+        stop_unless_time_for(1e9)  # no limit set
+
+
 def test_compare_cut_by_a_time_limit_resumes_the_cut_run(tmp_path):
     """`timeout -s INT` stops `compare` mid-run (a lent GPU's ten-minute call): the next call resumes that run
     in its work dir rather than starting it again, continuing its rounds, trial count and clock, with the

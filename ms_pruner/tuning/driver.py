@@ -182,8 +182,10 @@ def tune_tir(
         strategy_obj, model = search or search_components(strategy, target, pretrained, seed, cost_model)
         with instrumented_session(work_dir, remaining, strategy_obj, builder, runner, f"tuning ({strategy})",
                                   progress, resume, tag, call) as (clock, measure):
+            # No round starts that would end past a time limit (interrupt.py): a resumed run
+            # knows its rounds, a new one those this process measured for earlier runs.
+            stop_unless_time_for(max((round_seconds(r) for r in resume.rounds), default=0.0) if resume else 0.0)
             if resume is not None:
-                stop_unless_time_for(max((round_seconds(r) for r in resume.rounds), default=0.0))
                 model, warmed_on = warmed_cost_model(model, workload, target, existing)
             ms.tune_tir(
                 mod=workload,

@@ -21,7 +21,7 @@ from tvm.s_tir.meta_schedule.builder import PyBuilder
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 from tvm.s_tir.meta_schedule.runner import PyRunner
 
-from .interrupt import check_stop, stop_unless_time_for
+from .interrupt import check_stop, note_round, stop_unless_time_for
 from .records import FAILED_RUN_SECONDS
 
 
@@ -82,10 +82,6 @@ class RoundClock:
             return {}
         self._timings_seen = len(self.strategy_timings)
         return dict(self.strategy_timings[-1])
-
-    def longest_round_s(self) -> float:
-        """The longest round this call measured, in seconds: what the next one is budgeted at."""
-        return max((round_seconds(dataclasses.asdict(r)) for r in self.rounds), default=0.0)
 
     def trials_left(self) -> bool:
         return sum(r.trials for r in self.rounds) < self.total_trials
@@ -179,7 +175,8 @@ class ProgressCallback(PyMeasureCallback):
         self.clock = clock
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
-        self.clock.finish_round(task_id, builder_results, runner_results)
+        timing = self.clock.finish_round(task_id, builder_results, runner_results)
+        note_round(round_seconds(dataclasses.asdict(timing)))
         if self.clock.trials_left():
-            stop_unless_time_for(self.clock.longest_round_s())
+            stop_unless_time_for()
         check_stop()

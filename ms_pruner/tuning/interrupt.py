@@ -9,9 +9,9 @@ and raise from there.
 A second SIGINT raises at once, for when the round itself hangs.
 
 A time limit (``--time-limit``) stops the same way, at a round boundary, when another round as long
-as the longest so far would end past it: a call with a fixed allowance (a lent GPU's ten minutes)
-ends after its last whole round instead of being cut in the middle of one, which wastes that
-round's search and build.
+as the longest so far (of any run in the process) would end past it: a call with a fixed allowance
+(a lent GPU's ten minutes) ends after its last whole round instead of being cut in the middle of
+one, which wastes that round's search and build.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class _State:
     requested = False
     time_limit: Optional[str] = None  # why the time limit stopped tuning, if it did
     deadline: Optional[float] = None  # time.monotonic() by which tuning should have stopped
+    longest_round_s = 0.0  # the longest round this process measured since the limit was set
 
 
 def check_stop() -> None:
@@ -51,11 +52,19 @@ def set_time_limit(seconds: Optional[float]) -> None:
     """Stop tuning (process-wide, every tuning call from now on) at the last round boundary that
     leaves time for no further round within ``seconds`` from now; None lifts the limit."""
     _State.deadline = None if seconds is None else time.monotonic() + float(seconds)
+    _State.longest_round_s = 0.0
 
 
-def stop_unless_time_for(round_s: float) -> None:
-    """At a round boundary: stop (``TimeLimitReached``) if a round of ``round_s`` seconds would end
-    past the time limit."""
+def note_round(seconds: float) -> None:
+    """A round of ``seconds`` finished: the next one, in this run or the next (``compare`` runs
+    one after another in one process), is budgeted at the longest so far."""
+    _State.longest_round_s = max(_State.longest_round_s, seconds)
+
+
+def stop_unless_time_for(round_s: float = 0.0) -> None:
+    """At a round boundary: stop (``TimeLimitReached``) if a round as long as ``round_s`` or the
+    longest this process measured would end past the time limit."""
+    round_s = max(round_s, _State.longest_round_s)
     if _State.deadline is None or round_s <= 0:
         return
     left = _State.deadline - time.monotonic()
