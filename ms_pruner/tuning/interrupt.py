@@ -11,7 +11,7 @@ A second SIGINT raises at once, for when the round itself hangs.
 A time limit (``--time-limit``) stops the same way, at a round boundary, when another round as long
 as the longest so far (of any run in the process) would end past it: a call with a fixed allowance
 (a lent GPU's ten minutes) ends after its last whole round instead of being cut in the middle of
-one, which wastes that round's search and build.
+one, which loses that round's search (and build) when the cut comes before its run.
 """
 
 from __future__ import annotations
