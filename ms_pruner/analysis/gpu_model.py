@@ -148,8 +148,9 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
     tensor_rate = spec.tensor_flops_per_cycle_per_sm(acc)
     warps_active = active * features.warps_per_block
     sub_partitions = 4
-    # Each warp stays on one SM sub-partition (its tensor core and issue slot): the busiest of the
-    # four sets the pace, so 6 warps run like 8 (two sub-partitions carry two warps each).
+    # Each warp stays on one SM sub-partition (its tensor core, issue slot and the queue that feeds
+    # its shared-memory instructions to the SM's pipe): the busiest of the four sets the pace, so 6
+    # warps run like 8 (two sub-partitions carry two warps each).
     sub_partition_balance = warps_active / (sub_partitions * math.ceil(warps_active / sub_partitions))
     tensor = features.mma_flops / block_trips / tensor_rate / sub_partition_balance
     cuda_rate = spec.fp32_tflops * 1e12 / (spec.sm_count * clock)
@@ -177,7 +178,7 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
         c.bytes_total for c in features.copies if is_shared(c.src_scope)
     )
     smem_bytes += max(0.0, fragment_bytes)
-    smem = smem_bytes / block_trips / spec.smem_bytes_per_clock_per_sm
+    smem = smem_bytes / block_trips / spec.smem_bytes_per_clock_per_sm / sub_partition_balance
     l2 = l2_bytes / block_trips / (spec.l2_gbps * 1e9 / spec.sm_count / clock)
     issue = issue / block_trips / sub_partitions / sub_partition_balance
     # One L2 round trip per trip (the copy loop's loads are independent), plus issuing one warp's
