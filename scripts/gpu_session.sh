@@ -66,17 +66,23 @@ ms() {
     [ "$status" -ne 124 ] || touch "$KEEP/out_of_time"
     return "$status"
 }
-compare() {
-    ms compare --workload "$1" --target "$TARGET" --trials "$TRIALS" --per-iter "$PER_ITER" --strategies "$2" --seed 0 \
+compare() {  # $1: workloads (space-separated, run in that order), $2: strategies (comma-separated)
+    local workload strategy dir args=()
+    for workload in $1; do args+=(--workload "$workload"); done
+    ms compare "${args[@]}" --target "$TARGET" --trials "$TRIALS" --per-iter "$PER_ITER" --strategies "$2" --seed 0 \
         --out "$KEEP/compare" --no-progress
-    local status=$? dir
-    # Every record of the run with the analyzer's estimate, kernel geometry and fetch widths, in
+    local status=$?
+    # Every record of each run with the analyzer's estimate, kernel geometry and fetch widths, in
     # measurement order (64 a round): how round 0 did by geometry and width (widened hedges), and the
     # analyzer on GPU-measured records; .geometry.md groups them (scripts/geometry_report.py).
     [ "$ANALYZE" = 1 ] || return "$status"
-    for dir in "$KEEP/compare/work/${1//:/_}/$2"-*; do
-        [ -s "$dir/database_tuning_record.json" ] && python3 -m ms_pruner analyze --db "$dir" --json > "$dir.analyze.json" &&
-            python3 scripts/geometry_report.py "$dir.analyze.json" --per-round "$PER_ITER" > "$dir.geometry.md"
+    for workload in $1; do
+        for strategy in ${2//,/ }; do
+            for dir in "$KEEP/compare/work/${workload//:/_}/$strategy"-*; do
+                [ -s "$dir/database_tuning_record.json" ] && python3 -m ms_pruner analyze --db "$dir" --json > "$dir.analyze.json" &&
+                    python3 scripts/geometry_report.py "$dir.analyze.json" --per-round "$PER_ITER" > "$dir.geometry.md"
+            done
+        done
     done
     return "$status"
 }
@@ -104,12 +110,10 @@ models() {
         matmul-pruner) compare "$MM" pruner ;;
         conv-stock) compare "$CONV" stock ;;
         conv-pruner) compare "$CONV" pruner ;;
-        issue5)
-            # One process for the four runs (conv2d first: never compared yet), so a call pays the
-            # start-up (~20 s of tensor-intrinsic import, more on a GPU host) once, not once a step;
-            # --time-limit budgets each new run at the longest round the process has measured.
-            ms compare --workload "$CONV" --workload "$MM" --target "$TARGET" --trials "$TRIALS" --per-iter "$PER_ITER" \
-                --strategies stock,pruner --seed 0 --out "$KEEP/compare" --no-progress ;;
+        # One process for the four runs (conv2d first: never compared yet), so a call pays the start-up
+        # (tensor-intrinsic import among it, ~23 s: builder/__init__.py) once, not once a step;
+        # --time-limit budgets each new run at the longest round the process has measured.
+        issue5) compare "$CONV $MM" stock,pruner ;;
         builder-stock)
             # The stock builder compiles CUDA with TVM's callback, NVRTC by default, which needs the
             # cuda-bindings package (docs/builder.md); without it use TVM's documented nvcc mode.
