@@ -63,8 +63,9 @@ def cmd_tune(args) -> int:
         split = timing.get("strategy") or {}
         detail = "".join(f", {name} {split[name + '_s']:.1f}s" for name in ("sample", "draft", "verify", "droplet")
                          if name + "_s" in split)
+        kind = " (follow-up)" if split.get("follow_up") else ""
         print(
-            f"round {timing['round']}: {timing['trials']} trials, search {timing['search_s']:.1f}s{detail}, "
+            f"round {timing['round']}{kind}: {timing['trials']} trials, search {timing['search_s']:.1f}s{detail}, "
             f"build {timing['build_s']:.1f}s ({timing['build_errors']} errors), run {timing['run_s']:.1f}s "
             f"({timing['run_errors']} errors), model update {timing['update_s']:.1f}s"
         )

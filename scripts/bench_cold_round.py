@@ -5,7 +5,9 @@
 Round 0 has no measurements: the analyzer alone chooses its picks (an untrained PaCM ranks as the
 analyzer does). For ``matmul 4096^3 fp16->fp32`` on ``nvidia/nvidia-h100`` (the workload of the
 real H100 database) this generates one cold round per draft configuration (generations x
-population, parent selection power) and reports the analyzer's estimates of the 64 picks, their
+population, parent selection power) and reports the analyzer's estimates of its picks (on a GPU
+the cold round measures half of a 64-trial batch, the follow-up round the rest around what it
+measured; ``--set cold_batch_share=1`` draws the whole batch cold, as before that split), their
 block-tile families (grid, threads, accumulator fragments per warp, main-loop trips), and, for
 scale, the estimate of the database's measured best schedule and the families the database
 measured. Estimates are not measurements: this shows where the draft goes, not how fast that is.

@@ -112,6 +112,28 @@ def test_compare_merges_runs_made_one_strategy_at_a_time(tmp_path, capsys):
     assert json.load(open(os.path.join(out, "compare.json"))) == merged
 
 
+def test_summary_says_when_stock_found_its_best_beside_the_speedup():
+    """The speedup divides stock's whole wall time by Pruner's time to stock's best; the summary also
+    says when each run first reached its own best, and compare.md shows it beside stock's wall."""
+    from ms_pruner.tuning.compare import markdown_table, summarize
+
+    def run(points):
+        curve = [{"round": i, "wall_s": wall, "best_latency_s": best, "trials": 64 * (i + 1), "search_share": 0.4,
+                  "search_s": 1.0, "update_s": 0.0, "build_s": 1.0, "run_s": 1.0, "strategy_split": {}, "call": 0}
+                 for i, (wall, best) in enumerate(points)]
+        return {"best_latency_s": min(best for _, best in points), "curve": curve}
+
+    runs = {"stock": run([(100, 5e-4), (210, 4.5e-4), (330, 4.4e-4), (450, 4.4e-4)]),
+            "pruner": run([(80, 4.6e-4), (150, 4.3e-4), (220, 4.2e-4)])}
+    summary = summarize(runs)
+    assert summary["stock"]["time_to_own_best_s"] == 330 and summary["stock"]["wall_s"] == 450
+    assert summary["pruner"]["time_to_stock_best_s"] == 150 and summary["pruner"]["search_speedup"] == 3.0
+    assert summary["pruner"]["time_to_own_best_s"] == 220
+    report = {"target": "llvm", "trials": 256, "per_iter": 64, "seed": 0,
+              "workloads": {SPEC: {"runs": runs, "summary": summary}}}
+    assert f"| `{SPEC}` | 440.0 | 420.0 | 450, 330 | 150 | 3.00x |" in markdown_table(report)
+
+
 def test_interrupt_keeps_measured_records(tmp_path):
     """SIGINT mid-tuning (Ctrl-C, `timeout -s INT` on a lent GPU): one line, exit 130, records kept."""
     import signal
@@ -182,6 +204,23 @@ def test_time_limit_budgets_a_new_run_by_the_longest_round_of_the_process():
                 stop_unless_time_for()
     finally:
         set_time_limit(None)
+    # A follow-up round (the rest of a cold batch) counts with the round before it.
+    set_time_limit(80.0)
+    try:
+        note_round(50.0)
+        note_round(40.0, continues_batch=True)
+        note_round(60.0)
+        with pytest.raises(TimeLimitReached, match="another round takes about 90 s"):
+            with graceful_interrupts():
+                stop_unless_time_for(0.0)
+    finally:
+        set_time_limit(None)
+    from ms_pruner.tuning.instrument import batch_seconds
+
+    log = [{"search_s": 40, "build_s": 10, "run_s": 20, "update_s": 5, "strategy": {}},
+           {"search_s": 4, "build_s": 10, "run_s": 20, "update_s": 1, "strategy": {"follow_up": True}},
+           {"search_s": 20, "build_s": 14, "run_s": 40, "update_s": 1}]
+    assert batch_seconds(log) == [110.0, 75.0]
     with graceful_interrupts():
         stop_unless_time_for(1e9)  # no limit set
 

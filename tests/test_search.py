@@ -101,7 +101,8 @@ def test_cli_tune_with_pruner_strategy(tmp_path, capsys):
 
 def test_droplet_moves_are_one_step(tensor_intrinsics):
     from ms_pruner.hardware import get_gpu_spec
-    from ms_pruner.search import DesignSpace, neighbour_decisions, neighbours, tile_decisions
+    from ms_pruner.search import (DesignSpace, decision_values, neighbour_decisions, neighbours, steps_apart,
+                                  tile_decisions)
 
     space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), get_gpu_spec("a100").target())
     (sch,) = space.sample(1, seed=2)
@@ -118,6 +119,8 @@ def test_droplet_moves_are_one_step(tensor_intrinsics):
             assert abs(int(new) - int(old)) == 1
     found = neighbours(space, trace, limit=6, seed=0)
     assert 0 < len(found) <= 6
+    assert all(steps_apart(decision_values(n.trace), decision_values(trace)) == 1 for n in found)
+    assert steps_apart(decision_values(trace), decision_values(trace)) == 0
     tiles = tile_decisions(trace)
     assert len(tiles) == sum(1 for inst in trace.insts if inst.kind.name == "SamplePerfectTile") > 0
     for inst, new in moves:
@@ -172,15 +175,15 @@ def _cold_h100_round(**params):
 
 
 def test_gpu_cold_round_climbs_on_the_analyzer(tensor_intrinsics):
-    """By default a GPU cold round climbs: new schedules join the draft, the batch stays full and
-    distinct, and its best pick is estimated no slower than any draft member left unpicked."""
+    """By default a GPU cold round climbs: new schedules join the draft, the cold half of the batch
+    is full and distinct, and its best pick is estimated no slower than any draft member left unpicked."""
     import tvm_ffi
 
     strategy, context = _cold_h100_round()
     picks = context.search_strategy.generate_measure_candidates()
     timing = strategy.timings[-1]
     assert timing["climbed"] > 0 and timing["climb_s"] > 0 and timing["draft"] + timing["climbed"] > 64
-    assert len({int(tvm_ffi.structural_hash(c.sch.mod)) for c in picks}) == len(picks) == 16
+    assert len({int(tvm_ffi.structural_hash(c.sch.mod)) for c in picks}) == len(picks) == 8  # half of 16
     searched = strategy._inst
     best_pick = min(searched.analyzer.estimate(c.sch.mod).latency_s for c in picks)
     best_carried = min((searched.analyzer.estimate(s.mod).latency_s for s in searched.carry), default=float("inf"))
@@ -191,10 +194,11 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
     """On a GPU target the cold draft's evolution draws MutateCategorical (20% of mutations), from
     MetaSchedule's C++ threads, and the round still yields a full batch of distinct picks, spread
     over the draft's kernel geometries. The analyzer climb is off here: its schedules keep their
-    starts' (wide) fetch draws, and this checks what the categorical mutator and widening do."""
+    starts' (wide) fetch draws, and this checks what the categorical mutator and widening do. The
+    cold round measures the whole batch here, so that the cap (a quarter) leaves room for several."""
     import tvm_ffi
 
-    strategy, context = _cold_h100_round(cold_climb_starts=0)
+    strategy, context = _cold_h100_round(cold_climb_starts=0, cold_batch_share=1)
     probs = {type(m).__name__: float(p)
              for m, p in strategy._inst.draft_context.space_generator.mutator_probs.items()}
     assert abs(probs.pop("_PyMutator") - 0.2) < 1e-6 and abs(sum(probs.values()) - 0.8) < 1e-6
@@ -220,6 +224,76 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
             wide = widest_fetch_variant(searched.space, candidate.sch.trace, seed=1)
             assert wide is None or int(tvm_ffi.structural_hash(wide.mod)) in keys or \
                 searched.analyzer.estimate(wide.mod).latency_s > estimate.latency_s
+
+
+def test_gpu_follow_up_measures_the_rest_of_the_cold_batch_around_its_best(tensor_intrinsics):
+    """A GPU cold round measures half a batch; with its results in, the follow-up round measures the
+    other half without sampling or evolving: half of it neighbours of the best measured schedule (one
+    decision apart), the rest the cold draft's unpicked members, under a geometry cap spanning both
+    halves; nothing measured twice, and the round after is an ordinary one. No GPU here: the latencies
+    fed back are the analyzer's estimates, standing in for a runner's; what the strategy does with
+    them is what is checked."""
+    import tvm_ffi
+    from tvm.s_tir.meta_schedule.runner import RunnerResult
+
+    from ms_pruner.search import decision_values, steps_apart
+
+    strategy, context = _cold_h100_round()
+    searched = strategy._inst
+    cold = list(context.search_strategy.generate_measure_candidates())
+    assert len(cold) == 8 and "follow_up" not in strategy.timings[-1]
+    latency = [searched.analyzer.estimate(c.sch.mod).latency_s for c in cold]
+    context.search_strategy.notify_runner_results(cold, [RunnerResult(run_secs=[s], error_msg=None) for s in latency])
+    best = cold[latency.index(min(latency))]
+
+    follow = list(context.search_strategy.generate_measure_candidates())
+    timing = strategy.timings[-1]
+    assert timing["follow_up"] and timing["round"] == 1 and len(follow) == 8
+    assert timing["population"] == 0 and timing["sample_s"] == 0 and timing["draft"] > 0 and timing["droplet"] >= 4
+    keys = [int(tvm_ffi.structural_hash(c.sch.mod)) for c in cold + follow]
+    assert len(set(keys)) == 16
+    base = decision_values(best.sch.trace)
+    one_apart = [c for c in follow if steps_apart(decision_values(c.sch.trace), base) == 1]
+    assert len(one_apart) >= 4, "half the follow-up is the best's Droplet neighbours"
+    # The cap (a quarter of the 16) spans both halves; each half may add its eps-greedy random pick.
+    others = [c for c in cold + follow if not any(c is n for n in one_apart)]
+    per_geometry = collections.Counter(searched._geometry(c.sch) for c in others)
+    assert max(per_geometry.values()) <= 4 + 2, per_geometry
+    assert searched.follow_up is None
+
+
+def test_split_cold_batch_then_a_resumed_call_on_llvm(tmp_path):
+    """``cold_batch_share=0.5`` with the real builder and runner: the cold round measures half a
+    batch, the follow-up the other half (no sampling; neighbours of the best), then whole rounds; a
+    resumed call goes on counting rounds, so Droplet (from round ``droplet_after`` = 2) is on at once."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.builder import make_builder, make_runner
+    from ms_pruner.cost_model import PaCM
+    from ms_pruner.hardware import llvm_target
+    from ms_pruner.search import PrunerSearch
+    from ms_pruner.tuning.driver import metaschedule_logging_guard
+
+    workload = parse_workload(SPEC)
+
+    def tune(trials):
+        timings = []
+        with metaschedule_logging_guard():
+            ms.tune_tir(mod=workload.prim_func(), target=llvm_target(), work_dir=str(tmp_path),
+                        max_trials_global=trials, num_trials_per_iter=8, builder=make_builder("pruner", max_workers=2),
+                        runner=make_runner(), cost_model=PaCM(seed=0, time_budget_s=2.0),
+                        strategy=PrunerSearch(population=64, cold_population=64, draft_size=32, cold_batch_share=0.5,
+                                              seed=0, timings=timings))
+        return timings
+
+    first = tune(16)
+    assert [t["picked"] for t in first] == [4, 4, 8]
+    assert [bool(t.get("follow_up")) for t in first] == [False, True, False]
+    assert first[1]["population"] == 0 and first[1]["droplet"] > 0 and first[2]["population"] > 0
+    resumed = tune(8)
+    assert resumed[0]["round"] == 2 and resumed[0]["droplet"] > 0 and not resumed[0].get("follow_up")
+    records, hashes = _distinct_schedules(str(tmp_path), workload)
+    assert len(records) == 24 and len(set(hashes)) == 24
 
 
 def test_widest_fetch_variant_widens_only_the_cooperative_fetches(tensor_intrinsics):

@@ -25,6 +25,8 @@ DEFAULTS = dict(
     cold_climb_starts=None,
     cold_climb_steps=3,
     cold_climb_moves=24,
+    cold_batch_share=None,
+    follow_up_droplet_share=0.5,
 )
 # The cold round's parent-selection power when none is given, by how far the analyzer is trusted:
 # its GPU model ranks the real H100 records at Spearman 0.95, its CPU model the CPU ones at ~0.3.
@@ -41,5 +43,11 @@ WIDEN_COLD_FETCHES = {"gpu": 1.0, "cpu": 0.0}
 # How many of the cold draft's best geometries the analyzer climb starts from, when not given; on a
 # CPU the analyzer ranks too loosely (Spearman ~0.3) for its local optimum to be worth measuring.
 COLD_CLIMB_STARTS = {"gpu": 4.0, "cpu": 0.0}
+# Share of a batch the cold round measures when none is given; the follow-up round measures the rest
+# around the best of it. On a GPU the analyzer cannot rank the variants of its favourite geometry
+# (the H100 records of one 128 x 128 tile measured 422-471 us at estimates within 2%), while one
+# decision moved from a measured kernel reaches the fast ones; on a CPU, rounds are seconds long and
+# the next ordinary round exploits soon enough.
+COLD_BATCH_SHARE = {"gpu": 0.5, "cpu": 1.0}
 MIN_FRESH_SAMPLES = 16
 FIRST_ROUND_SAMPLES = 50

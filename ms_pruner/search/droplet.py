@@ -68,6 +68,20 @@ def neighbours(space, trace, limit: int, seed: int) -> List:
     return out
 
 
+def decision_values(trace) -> Tuple[str, ...]:
+    """Every sampled decision of ``trace`` (postprocessors removed) in trace order, as text: two
+    schedules of one sketch are Droplet neighbours when exactly one of these differs."""
+    base = trace.simplified(remove_postproc=True)
+    return tuple(str(base.decisions[inst]) for inst in base.insts if inst in base.decisions)
+
+
+def steps_apart(left: Tuple[str, ...], right: Tuple[str, ...]) -> int:
+    """How many decisions two ``decision_values`` differ in (unbounded for different sketches)."""
+    if len(left) != len(right):
+        return 1 << 30
+    return sum(a != b for a, b in zip(left, right))
+
+
 def tile_decisions(trace) -> Tuple[Tuple[int, ...], ...]:
     """The tile sizes ``trace`` chose (its SamplePerfectTile decisions, in trace order): schedules
     equal here differ only in categorical choices such as vector widths and unroll depth."""

@@ -1,34 +1,31 @@
 """PrunerSearch: draft with the static analyzer, verify with the learned model, exploit the best.
 
-One round (``generate_measure_candidates``):
+One round (``generate_measure_candidates``; docs/search.md has every parameter):
 
-1. **Population** — the best measured schedules from the database (replayed with their decisions),
-   the unmeasured draft members the model ranked highest last round (already sampled, mutated and
-   post-processed, so they cost nothing to carry over), and random samples of the design space
-   (MetaSchedule's C++ sampler, postprocessors applied) for the rest, fewer after round 0.
-2. **Draft** — MetaSchedule's C++ genetic evolution (its mutators, its postprocessors) with the
-   static analyzer as fitness keeps the ``draft_size`` most promising unmeasured schedules; a cold
-   round (nothing of the workload measured yet) draws parents by the analyzer's score raised to
-   ``cold_selection_power`` (8 on GPUs, 1 on CPUs, where the analyzer ranks worse) over
-   ``cold_genetic_iters`` generations of ``cold_population``: the analyzer alone then chooses what
-   is measured, so on a GPU the draft climbs harder in the same time. On a GPU the draft's mutators
-   also redraw categorical decisions (``categorical_mutate_prob``, ``mutator.MutateCategorical``):
-   MetaSchedule's own never change the operand fetch widths the sampler drew. A cold round on a
-   GPU then climbs from the best draft member of each of the ``cold_climb_starts`` best geometries,
-   one tile factor at a time, to what the analyzer estimates faster (``cold_climb_steps`` steps of up
-   to ``cold_climb_moves`` neighbours, climb.py); what the climb visits joins the draft.
-3. **Verify** — the tuning cost model (PaCM) scores the draft; the batch takes the best of them,
-   an ``eps_greedy`` share of random draft members, and (from round ``droplet_after`` on) the
-   neighbours of the best measured schedule that the model likes best (Droplet exploitation).
-   A cold round on a GPU spreads its best picks over kernel geometries (``cold_geometry_share``,
-   geometry.py), so one geometry the analyzer misjudged cannot take the whole batch, and widens
-   the operand fetches of picks that fetch in 4 bytes or less (``widen_cold_fetches``,
-   fetch_width.py), which the analyzer underrates.
+1. **Population**: the best measured schedules (replayed), last round's unmeasured draft members
+   (free to carry over), and samples of MetaSchedule's C++ sampler for the rest.
+2. **Draft**: MetaSchedule's C++ genetic evolution with the static analyzer as fitness keeps the
+   ``draft_size`` most promising unmeasured schedules. A cold round (nothing measured yet) evolves
+   longer with sharper parent choice (``cold_selection_power``) since the analyzer alone chooses
+   what it measures; on a GPU the mutators also redraw categorical decisions (mutator.py) and the
+   cold draft climbs from its best geometries one tile factor at a time (climb.py).
+3. **Verify**: the tuning cost model (PaCM) ranks the draft; the batch takes its best, an
+   ``eps_greedy`` random share, and from round ``droplet_after`` on the best-ranked Droplet
+   neighbours of the best measured schedule (droplet.py). A cold batch on a GPU is spread over
+   kernel geometries (geometry.py) and its narrow operand fetches are widened (fetch_width.py).
 4. Nothing measured before (same structural hash) is proposed again.
+
+On a GPU the cold round measures only ``cold_batch_share`` (half) of a batch; the round after it,
+the **follow-up**, measures the rest without sampling or evolving anything: the cold draft's
+unpicked members, ranked by the model that has just learned the first half, and the Droplet
+neighbours of the best schedule measured (``follow_up_droplet_share`` of it). The analyzer cannot
+tell apart the variants of its favourite geometry that measure a few percent apart; one decision
+moved from the best measured kernel can, and the first half's best comes back that much sooner.
 """
 
 from __future__ import annotations
 
+import collections
 import random
 import time
 from typing import List, Optional
@@ -37,9 +34,9 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
 from ..tuning.records import mean_latency, measure_candidate, measured_batch
-from .defaults import (CATEGORICAL_MUTATE_PROB, COLD_CLIMB_STARTS, COLD_GEOMETRY_SHARE, COLD_SELECTION_POWER,
-                       DEFAULTS, FIRST_ROUND_SAMPLES, MIN_FRESH_SAMPLES, WIDEN_COLD_FETCHES)
-from .geometry import capped_per_group
+from .batch import BatchRules, compose_batch
+from .defaults import (CATEGORICAL_MUTATE_PROB, COLD_BATCH_SHARE, COLD_CLIMB_STARTS, COLD_GEOMETRY_SHARE,
+                       COLD_SELECTION_POWER, DEFAULTS, FIRST_ROUND_SAMPLES, MIN_FRESH_SAMPLES, WIDEN_COLD_FETCHES)
 
 
 @derived_object
@@ -69,21 +66,14 @@ class PrunerSearch(PySearchStrategy):
                  widen_cold_fetches: Optional[bool] = DEFAULTS["widen_cold_fetches"],
                  cold_climb_starts: Optional[int] = DEFAULTS["cold_climb_starts"],
                  cold_climb_steps: int = DEFAULTS["cold_climb_steps"],
-                 cold_climb_moves: int = DEFAULTS["cold_climb_moves"], seed: int = 0,
+                 cold_climb_moves: int = DEFAULTS["cold_climb_moves"],
+                 cold_batch_share: Optional[float] = DEFAULTS["cold_batch_share"],
+                 follow_up_droplet_share: float = DEFAULTS["follow_up_droplet_share"], seed: int = 0,
                  pretrained: Optional[str] = None, momentum: float = 0.9, timings: Optional[list] = None):
+        # Every argument but ``timings`` (shared, not copied), as given: clone() passes them on.
+        params = {name: value for name, value in locals().items() if name not in ("self", "timings", "__class__")}
         super().__init__()
-        self.params = dict(population=population, draft_size=draft_size, genetic_iters=genetic_iters,
-                           cold_genetic_iters=cold_genetic_iters, cold_population=cold_population,
-                           cold_selection_power=cold_selection_power,
-                           mutate_prob=mutate_prob,
-                           init_measured_ratio=init_measured_ratio,
-                           eps_greedy=eps_greedy, droplet_after=droplet_after, droplet_share=droplet_share,
-                           droplet_neighbours=droplet_neighbours, carry_over=carry_over,
-                           fresh_samples=fresh_samples, categorical_mutate_prob=categorical_mutate_prob,
-                           cold_geometry_share=cold_geometry_share, widen_cold_fetches=widen_cold_fetches,
-                           cold_climb_starts=cold_climb_starts, cold_climb_steps=cold_climb_steps,
-                           cold_climb_moves=cold_climb_moves, seed=seed, pretrained=pretrained,
-                           momentum=momentum)
+        self.params = params
         self.timings = timings if timings is not None else []
         self.rng = random.Random(seed)
         self.context = None
@@ -97,6 +87,8 @@ class PrunerSearch(PySearchStrategy):
         self.cold_geometry_share = 1.0
         self.widen_cold_fetches = False
         self.cold_climb_starts = 0
+        self.cold_batch_share = 1.0
+        self.follow_up = None  # what the cold round left for the follow-up round to measure
         self.estimates = {}  # this round's analyzer estimates by structural hash (geometry, fetch widths)
         self._keys = {}  # this round's structural hashes by schedule object (id -> (schedule, hash))
 
@@ -122,6 +114,7 @@ class PrunerSearch(PySearchStrategy):
         self.cold_geometry_share = param("cold_geometry_share", COLD_GEOMETRY_SHARE)
         self.widen_cold_fetches = bool(param("widen_cold_fetches", WIDEN_COLD_FETCHES))
         self.cold_climb_starts = int(param("cold_climb_starts", COLD_CLIMB_STARTS))
+        self.cold_batch_share = min(1.0, param("cold_batch_share", COLD_BATCH_SHARE))
         self.psa = PSACostModel(self.analyzer)
         self.psa_cold = PSACostModel(self.analyzer, power=param("cold_selection_power", COLD_SELECTION_POWER))
         self.inner = self._evolution(self.params["population"], self.params["genetic_iters"])
@@ -157,10 +150,10 @@ class PrunerSearch(PySearchStrategy):
                                   seed=self.params["seed"])
             self.cost_model = self.own_model
         self.trials = 0
-        self.round = 0
         self.measured = set()
         self.best = None  # (latency, trace)
         self.carry = []  # unmeasured draft members, best-ranked first
+        self.follow_up = None
         for evolution, fitness in ((self.inner, self.psa), (self.inner_cold, self.psa_cold)):
             evolution.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database=self.database,
                                  cost_model=fitness)
@@ -172,6 +165,9 @@ class PrunerSearch(PySearchStrategy):
             if sch is not None:
                 schedules.append(sch)
                 latencies.append(latency)
+        # A resumed run goes on counting rounds (batches of this size) where the earlier calls left
+        # off, so Droplet starts when it would have in one call (droplet_after).
+        self.round = -(-len(self.measured) // max(1, self.per_iter))
         if self.own_model is not None and schedules:  # a resumed run: the MoA model learns what was measured
             self.own_model.update(self.context, *measured_batch(schedules, latencies))
 
@@ -195,21 +191,42 @@ class PrunerSearch(PySearchStrategy):
 
     # -- the round ------------------------------------------------------------------------
     def generate_measure_candidates(self):
-        from tvm.s_tir import meta_schedule as ms
-
         if self.trials >= self.max_trials:
             return None
-        batch = min(self.per_iter, self.max_trials - self.trials)
+        left = self.max_trials - self.trials
+        follow_up, self.follow_up = self.follow_up, None
         timing = {"round": self.round, "task": str(self.context.task_name),
                   "verifier": "own MoA PaCM" if self.own_model is not None else "tuning cost model"}
+        picks = []
+        if follow_up is not None and self.best is not None:
+            picks = self._follow_up_round(follow_up, min(follow_up["size"], left), timing)
+        if not picks:  # no follow-up due, or nothing left to follow up with: search anew
+            timing.pop("follow_up", None)
+            picks = self._searched_round(min(self.per_iter, left), timing)
+        timing["picked"] = len(picks)
+        self.timings.append(timing)
+        self.round += 1
+        if not picks:
+            return None
+        for sch in picks:
+            self.measured.add(self._key_of(sch))
+        return [measure_candidate(sch) for sch in picks]
+
+    def _searched_round(self, batch: int, timing: dict) -> List:
+        """Sample, draft, (climb,) verify: the picks of an ordinary round or of a cold one."""
+        from tvm.s_tir import meta_schedule as ms
+
         self.estimates, self._keys = {}, {}
+        cold = self.best is None
+        full_batch = batch
+        if cold:
+            batch = max(1, int(round(batch * self.cold_batch_share)))
         start = time.perf_counter()
         population, timing["carried"] = self._population()
         timing["sample_s"] = time.perf_counter() - start
         timing["population"] = len(population)
 
         start = time.perf_counter()
-        cold = self.best is None
         fitness = self.psa_cold if cold else self.psa
         psa_seconds = fitness.seconds
         timing["generations"] = self.params["cold_genetic_iters" if cold else "genetic_iters"]
@@ -227,31 +244,59 @@ class PrunerSearch(PySearchStrategy):
             timing["climb_s"] = time.perf_counter() - start
             timing["climbed"] = len(climbed)
 
+        droplet = self._droplet(timing, self.round >= self.params["droplet_after"])
+        start = time.perf_counter()
+        picks = self._select(draft, droplet, BatchRules(batch, self.params["droplet_share"], self.params["eps_greedy"],
+                                                        self._cold_geometry_cap(batch) if cold else None))
+        timing["verify_s"] = time.perf_counter() - start
+        if cold and self.widen_cold_fetches:
+            start = time.perf_counter()
+            picks, timing["widened"] = self._widen_fetches(picks, self.measured)
+            timing["widen_s"] = time.perf_counter() - start
+        if cold and picks and batch < full_batch:
+            self.follow_up = {"size": full_batch - len(picks),
+                              "geometries": collections.Counter(self._geometry(s) for s in picks)}
+        return picks
+
+    def _follow_up_round(self, pending: dict, batch: int, timing: dict) -> List:
+        """The rest of a cold batch: no sampling or evolution, the cold draft's unpicked members
+        ranked by the model that learned the first part, and the best measured's neighbours.
+
+        Its draft picks are still chosen mostly by the analyzer (an untrained PaCM ranks as it
+        does), so the geometry cap spans the whole split batch and narrow fetches are widened, as
+        in the cold round; a neighbour is measured as built, its one changed decision being the point.
+        """
+        draft = [s for s in self.carry if self._key_of(s) not in self.measured]
+        timing.update(follow_up=True, carried=len(draft), population=0, sample_s=0.0, draft_s=0.0,
+                      draft=len(draft), generations=0)
+        droplet = self._droplet(timing, True)
+        start = time.perf_counter()
+        rules = BatchRules(batch, self.params["follow_up_droplet_share"], self.params["eps_greedy"],
+                           self._cold_geometry_cap(self.per_iter), pending["geometries"])
+        picks = self._select(draft, droplet, rules)
+        timing["verify_s"] = time.perf_counter() - start
+        if self.widen_cold_fetches:
+            start = time.perf_counter()
+            neighbours = {self._key_of(s) for s in droplet}
+            kept = [s for s in picks if self._key_of(s) in neighbours]
+            widened, timing["widened"] = self._widen_fetches(
+                [s for s in picks if self._key_of(s) not in neighbours], self.measured | neighbours)
+            picks = kept + widened
+            timing["widen_s"] = time.perf_counter() - start
+        return picks
+
+    def _droplet(self, timing: dict, wanted: bool) -> List:
+        """Unmeasured Droplet neighbours of the best measured schedule (when ``wanted``)."""
         start = time.perf_counter()
         droplet = []
-        if self.best is not None and self.round >= self.params["droplet_after"]:
+        if self.best is not None and wanted:
             from .droplet import neighbours
 
             droplet = [s for s in neighbours(self.space, self.best[1], self.params["droplet_neighbours"],
                                              self.rng.randrange(1 << 30)) if self._key_of(s) not in self.measured]
         timing["droplet_s"] = time.perf_counter() - start
         timing["droplet"] = len(droplet)
-
-        start = time.perf_counter()
-        picks = self._select(draft, droplet, batch, geometry_cap=self._cold_geometry_cap(batch) if cold else None)
-        timing["verify_s"] = time.perf_counter() - start
-        if cold and self.widen_cold_fetches:
-            start = time.perf_counter()
-            picks, timing["widened"] = self._widen_fetches(picks)
-            timing["widen_s"] = time.perf_counter() - start
-        timing["picked"] = len(picks)
-        self.timings.append(timing)
-        self.round += 1
-        if not picks:
-            return None
-        for sch in picks:
-            self.measured.add(self._key_of(sch))
-        return [measure_candidate(sch) for sch in picks]
+        return droplet
 
     def _population(self):
         """(schedules entering the draft, how many of them were carried over from last round)."""
@@ -303,46 +348,23 @@ class PrunerSearch(PySearchStrategy):
             return None
         return max(1, int(round(batch * self.cold_geometry_share)))
 
-    def _select(self, draft: List, droplet: List, batch: int, geometry_cap: Optional[int] = None) -> List:
-        """Best of the draft and of the droplet neighbours by the cost model, plus eps random.
+    def _select(self, draft: List, droplet: List, rules: BatchRules) -> List:
+        """Best of the draft and of the droplet neighbours by the cost model, plus eps random
+        (batch.compose_batch); the draft's unpicked members, best first, are carried over.
 
-        ``geometry_cap`` (cold rounds) limits the best-ranked picks that share one kernel geometry
-        (geometry.py): the analyzer alone ranks a cold round, and its favourite's variants would
-        otherwise fill the batch. Picks over the cap come back only when the draft has too few
-        geometries to fill the batch.
+        The geometry cap (cold batches) limits the best-ranked picks that share one kernel geometry
+        (geometry.py): the analyzer alone ranks a cold batch, and its favourite's variants would
+        otherwise fill it. Picks over the cap come back only when the draft has too few geometries.
         """
-        n_droplet = min(len(droplet), int(round(batch * self.params["droplet_share"]))) if droplet else 0
-        n_random = int(round((batch - n_droplet) * self.params["eps_greedy"]))
-        n_best = batch - n_droplet - n_random
-        picks, seen = [], set()
-
-        def take(schedules, count):
-            for sch in schedules:
-                if count <= 0 or len(picks) >= batch:
-                    break
-                key = self._key_of(sch)
-                if key in seen or key in self.measured:
-                    continue
-                seen.add(key)
-                picks.append(sch)
-                count -= 1
-
-        take(self._rank(droplet), n_droplet)
-        ranked_draft = self._rank(draft)
-        if geometry_cap is not None:
-            ranked_draft = capped_per_group(ranked_draft, geometry_cap, self._geometry, batch)
-        take(ranked_draft, n_best)
-        rest = [s for s in draft if self._key_of(s) not in seen]
-        self.rng.shuffle(rest)
-        take(rest, n_random)
-        take(ranked_draft, batch - len(picks))  # top up when a stage came up short
-        self.carry = [s for s in ranked_draft if self._key_of(s) not in seen][:self.params["carry_over"]]
+        picks, unpicked = compose_batch(self._rank(droplet), draft, self._rank(draft), rules, self._key_of,
+                                        self.measured, self.rng, self._geometry)
+        self.carry = unpicked[:self.params["carry_over"]]
         return picks
 
-    def _widen_fetches(self, picks: List):
+    def _widen_fetches(self, picks: List, excluded: set):
         from .fetch_width import widen_narrow_picks
 
-        return widen_narrow_picks(picks, self.space, self._estimate, self._key_of, self.measured, self.rng)
+        return widen_narrow_picks(picks, self.space, self._estimate, self._key_of, excluded, self.rng)
 
     def _estimate(self, sch):
         """The analyzer's estimate of ``sch``, computed once a round."""

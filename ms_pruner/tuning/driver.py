@@ -161,7 +161,7 @@ def tune_tir(
     """
     from tvm.s_tir import meta_schedule as ms
 
-    from .instrument import round_seconds
+    from .instrument import batch_seconds
     from .interrupt import stop_unless_time_for
 
     if max_trials <= 0:
@@ -184,7 +184,7 @@ def tune_tir(
                                   progress, resume, tag, call) as (clock, measure):
             # No round starts that would end past a time limit (interrupt.py): a resumed run
             # knows its rounds, a new one those this process measured for earlier runs.
-            stop_unless_time_for(max((round_seconds(r) for r in resume.rounds), default=0.0) if resume else 0.0)
+            stop_unless_time_for(max(batch_seconds(resume.rounds), default=0.0) if resume else 0.0)
             if resume is not None:
                 model, warmed_on = warmed_cost_model(model, workload, target, existing)
             ms.tune_tir(

@@ -51,6 +51,24 @@ def round_seconds(timing: dict) -> float:
     return sum(float(timing.get(part, 0.0)) for part in ("search_s", "build_s", "run_s", "update_s"))
 
 
+def continues_batch(timing: dict) -> bool:
+    """Whether a logged round measured the rest of the batch the round before it began (PrunerSearch's
+    follow-up round after a cold round that measured part of its batch)."""
+    return bool((timing.get("strategy") or {}).get("follow_up"))
+
+
+def batch_seconds(timings: List[dict]) -> List[float]:
+    """Wall seconds of each measured batch of a round log, a follow-up round added to the round
+    before it: what a time limit budgets the next round at (interrupt.note_round)."""
+    batches: List[float] = []
+    for timing in timings:
+        if continues_batch(timing) and batches:
+            batches[-1] += round_seconds(timing)
+        else:
+            batches.append(round_seconds(timing))
+    return batches
+
+
 class RoundClock:
     """Timestamps shared by TimedBuilder, TimedRunner and ProgressCallback."""
 
@@ -175,8 +193,8 @@ class ProgressCallback(PyMeasureCallback):
         self.clock = clock
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
-        timing = self.clock.finish_round(task_id, builder_results, runner_results)
-        note_round(round_seconds(dataclasses.asdict(timing)))
+        timing = dataclasses.asdict(self.clock.finish_round(task_id, builder_results, runner_results))
+        note_round(round_seconds(timing), continues_batch(timing))
         if self.clock.trials_left():
             stop_unless_time_for()
         check_stop()

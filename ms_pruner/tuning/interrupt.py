@@ -35,7 +35,8 @@ class _State:
     requested = False
     time_limit: Optional[str] = None  # why the time limit stopped tuning, if it did
     deadline: Optional[float] = None  # time.monotonic() by which tuning should have stopped
-    longest_round_s = 0.0  # the longest round this process measured since the limit was set
+    longest_round_s = 0.0  # the longest round (batch) this process measured since the limit was set
+    last_batch_s = 0.0  # the latest batch so far: rounds that continue one batch add up
 
 
 def check_stop() -> None:
@@ -52,13 +53,16 @@ def set_time_limit(seconds: Optional[float]) -> None:
     """Stop tuning (process-wide, every tuning call from now on) at the last round boundary that
     leaves time for no further round within ``seconds`` from now; None lifts the limit."""
     _State.deadline = None if seconds is None else time.monotonic() + float(seconds)
-    _State.longest_round_s = 0.0
+    _State.longest_round_s = _State.last_batch_s = 0.0
 
 
-def note_round(seconds: float) -> None:
+def note_round(seconds: float, continues_batch: bool = False) -> None:
     """A round of ``seconds`` finished: the next one, in this run or the next (``compare`` runs
-    one after another in one process), is budgeted at the longest so far."""
-    _State.longest_round_s = max(_State.longest_round_s, seconds)
+    one after another in one process), is budgeted at the longest so far. A round that
+    ``continues_batch`` (PrunerSearch's follow-up measures the rest of a cold batch) counts with the
+    one before it, so a whole batch after a split one is not budgeted at half a batch."""
+    _State.last_batch_s = _State.last_batch_s + seconds if continues_batch else seconds
+    _State.longest_round_s = max(_State.longest_round_s, _State.last_batch_s)
 
 
 def stop_unless_time_for(round_s: float = 0.0) -> None:

@@ -1,0 +1,62 @@
+"""Composing one measured batch from ranked neighbours and a ranked draft.
+
+Pure list logic (no TVM): the schedules are opaque, ``key_of`` gives each one's structural hash
+and ``group`` its kernel geometry, so the rules can be checked on plain strings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Dict, Hashable, List, Optional, Set
+
+from .geometry import capped_per_group
+
+
+@dataclasses.dataclass
+class BatchRules:
+    """How a batch of ``size`` is split: ``droplet_share`` of it from the ranked neighbours,
+    ``eps_greedy`` of the rest drawn at random from the draft, the remainder the draft's best.
+    ``geometry_cap`` (cold batches) bounds the draft's best-ranked picks per ``group``, counting
+    ``prior_counts`` (picks of the same split batch measured already) as taken."""
+
+    size: int
+    droplet_share: float
+    eps_greedy: float
+    geometry_cap: Optional[int] = None
+    prior_counts: Optional[Dict[Hashable, int]] = None
+
+
+def compose_batch(ranked_droplet: List, draft: List, ranked_draft: List, rules: BatchRules, key_of: Callable,
+                  excluded: Set, rng, group: Optional[Callable] = None):
+    """(picks, the draft's unpicked members in rank order).
+
+    Neighbours come first, then the draft's best (``ranked_draft``, geometry-capped when the rules
+    say so), then the random share drawn from ``draft``; a stage that comes up short is topped up
+    from the ranked draft. Nothing in ``excluded`` (measured keys) or picked twice is taken.
+    """
+    size = rules.size
+    n_droplet = min(len(ranked_droplet), int(round(size * rules.droplet_share))) if ranked_droplet else 0
+    n_random = int(round((size - n_droplet) * rules.eps_greedy))
+    n_best = size - n_droplet - n_random
+    picks, seen = [], set()
+
+    def take(schedules, count):
+        for sch in schedules:
+            if count <= 0 or len(picks) >= size:
+                break
+            key = key_of(sch)
+            if key in seen or key in excluded:
+                continue
+            seen.add(key)
+            picks.append(sch)
+            count -= 1
+
+    take(ranked_droplet, n_droplet)
+    if rules.geometry_cap is not None:
+        ranked_draft = capped_per_group(ranked_draft, rules.geometry_cap, group, size, rules.prior_counts)
+    take(ranked_draft, n_best)
+    rest = [s for s in draft if key_of(s) not in seen]
+    rng.shuffle(rest)
+    take(rest, n_random)
+    take(ranked_draft, size - len(picks))
+    return picks, [s for s in ranked_draft if key_of(s) not in seen]
