@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from ms_pruner.cli import main
-from ms_pruner.search.pruner import COLD_SELECTION_POWER, DEFAULTS
+from ms_pruner.search.defaults import COLD_SELECTION_POWER, DEFAULTS
 from ms_pruner.workloads import parse_workload
 
 SPEC = "matmul:64x64x64:float32:float32"
@@ -126,6 +126,32 @@ def test_droplet_moves_are_one_step(tensor_intrinsics):
     for inst, new in moves:
         moved = tile_decisions(trace.with_decision(inst, new, remove_postproc=True))
         assert (moved == tiles) == (inst.kind.name != "SamplePerfectTile")
+
+
+def test_replay_on_threads_gives_what_replay_one_at_a_time_gives(tensor_intrinsics):
+    """DesignSpace.replay_many (the climb, Droplet and the measured records replay on the tuning
+    context's threads): the same schedules, in order, as replaying one by one, rejects included."""
+    import tvm_ffi
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace, neighbour_decisions
+
+    target = get_gpu_spec("h100").target()
+    mod = parse_workload("matmul:512x512x512:float16:float32").prim_func()
+    threaded = DesignSpace(mod, target, context=ms.TuneContext(mod=mod, target=target,
+                                                               space_generator="post-order-apply", num_threads=2))
+    (sch,) = threaded.sample(1, seed=2)
+    base = sch.trace.simplified(remove_postproc=True)
+    traces = [base.with_decision(inst, decision, remove_postproc=True) for inst, decision in neighbour_decisions(base)]
+    seeds = list(range(1, len(traces) + 1))
+
+    def keys(schedules):
+        return [None if s is None else int(tvm_ffi.structural_hash(s.mod)) for s in schedules]
+
+    one_by_one = keys(threaded.replay(t, seed) for t, seed in zip(traces, seeds))
+    assert keys(threaded.replay_many(traces, seeds)) == one_by_one
+    assert None in one_by_one and len(set(one_by_one) - {None}) > 4, "some moves valid, some rejected"
 
 
 def test_categorical_mutator_moves_one_categorical_decision(tensor_intrinsics):

@@ -36,13 +36,16 @@ def climb(space, start, latency: Callable, steps: int, moves_per_step: int, rng:
         moves = tile_moves(base)
         rng.shuffle(moves)
         better = None
+        traces = []
         for inst, decision in moves[:moves_per_step]:
             trace = base.with_decision(inst, decision, remove_postproc=True)
             tiling = tile_decisions(trace)
             if tiling in tilings:  # a step back, or a tiling an earlier step replayed
                 continue
             tilings.add(tiling)
-            sch = space.replay(trace, seed=rng.randrange(1, 1 << 30))
+            traces.append(trace)
+        seeds = [rng.randrange(1, 1 << 30) for _ in traces]
+        for sch in space.replay_many(traces, seeds):
             if sch is None:
                 continue
             visited.append(sch)

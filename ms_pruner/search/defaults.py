@@ -1,8 +1,10 @@
 """PrunerSearch's parameters and their defaults (docs/search.md has the table).
 
 A default of None is resolved per kind of target (GPU or CPU) from the tables below when the
-strategy meets its tune context.
+strategy meets its tune context (``for_target``).
 """
+
+import dataclasses
 
 DEFAULTS = dict(
     population=512,
@@ -51,3 +53,30 @@ COLD_CLIMB_STARTS = {"gpu": 4.0, "cpu": 0.0}
 COLD_BATCH_SHARE = {"gpu": 0.5, "cpu": 1.0}
 MIN_FRESH_SAMPLES = 16
 FIRST_ROUND_SAMPLES = 50
+
+
+@dataclasses.dataclass
+class TargetSettings:
+    """The parameters whose default depends on the kind of target, resolved for one."""
+
+    categorical_mutate_prob: float
+    cold_selection_power: float
+    cold_geometry_share: float
+    widen_cold_fetches: bool
+    cold_climb_starts: int
+    cold_batch_share: float
+
+
+def for_target(params: dict, kind: str) -> TargetSettings:
+    """``params``' target-dependent values as given, or their defaults for ``kind`` ("gpu", "cpu")."""
+    def value(name: str, defaults: dict) -> float:
+        return float(params[name]) if params[name] is not None else defaults[kind]
+
+    return TargetSettings(
+        categorical_mutate_prob=value("categorical_mutate_prob", CATEGORICAL_MUTATE_PROB),
+        cold_selection_power=value("cold_selection_power", COLD_SELECTION_POWER),
+        cold_geometry_share=value("cold_geometry_share", COLD_GEOMETRY_SHARE),
+        widen_cold_fetches=bool(value("widen_cold_fetches", WIDEN_COLD_FETCHES)),
+        cold_climb_starts=int(value("cold_climb_starts", COLD_CLIMB_STARTS)),
+        cold_batch_share=min(1.0, value("cold_batch_share", COLD_BATCH_SHARE)),
+    )

@@ -58,13 +58,14 @@ def neighbours(space, trace, limit: int, seed: int) -> List:
     moves = neighbour_decisions(base)
     rng = random.Random(seed)
     rng.shuffle(moves)
-    out = []
-    for inst, decision in moves:
-        if len(out) >= limit:
-            break
-        sch = space.replay(base.with_decision(inst, decision, remove_postproc=True), seed=rng.randrange(1, 2**30))
-        if sch is not None:
-            out.append(sch)
+    out, tried = [], 0
+    while len(out) < limit and tried < len(moves):
+        # No more at once than could still be wanted: as many replays as one at a time would make.
+        chunk = moves[tried:tried + limit - len(out)]
+        tried += len(chunk)
+        traces = [base.with_decision(inst, decision, remove_postproc=True) for inst, decision in chunk]
+        seeds = [rng.randrange(1, 2**30) for _ in chunk]
+        out.extend(sch for sch in space.replay_many(traces, seeds) if sch is not None)
     return out
 
 

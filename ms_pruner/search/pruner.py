@@ -35,8 +35,7 @@ from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
 from ..tuning.records import mean_latency, measure_candidate, measured_batch
 from .batch import BatchRules, compose_batch
-from .defaults import (CATEGORICAL_MUTATE_PROB, COLD_BATCH_SHARE, COLD_CLIMB_STARTS, COLD_GEOMETRY_SHARE,
-                       COLD_SELECTION_POWER, DEFAULTS, FIRST_ROUND_SAMPLES, MIN_FRESH_SAMPLES, WIDEN_COLD_FETCHES)
+from .defaults import DEFAULTS, FIRST_ROUND_SAMPLES, MIN_FRESH_SAMPLES, for_target
 
 
 @derived_object
@@ -84,10 +83,7 @@ class PrunerSearch(PySearchStrategy):
         self.psa = None  # the analyzer as fitness of the warm draft (selection power 1)
         self.psa_cold = None  # ... and of the cold draft (cold_selection_power)
         self.draft_context = None  # the context the draft evolves in (with MutateCategorical on a GPU)
-        self.cold_geometry_share = 1.0
-        self.widen_cold_fetches = False
-        self.cold_climb_starts = 0
-        self.cold_batch_share = 1.0
+        self.settings = None  # the parameters that depend on the kind of target, resolved (defaults.py)
         self.follow_up = None  # what the cold round left for the follow-up round to measure
         self.estimates = {}  # this round's analyzer estimates by structural hash (geometry, fetch widths)
         self._keys = {}  # this round's structural hashes by schedule object (id -> (schedule, hash))
@@ -102,21 +98,11 @@ class PrunerSearch(PySearchStrategy):
         self.context = context
         self.space = DesignSpace(context.mod, context.target, context=context)
         self.analyzer = StaticAnalyzer.for_target(context.target)
-        kind = "gpu" if self.analyzer.is_gpu else "cpu"
-
-        def param(name: str, defaults: dict) -> float:
-            """The parameter as given, or its default for this kind of target when it is None."""
-            value = self.params[name]
-            return float(value) if value is not None else defaults[kind]
-
-        share = param("categorical_mutate_prob", CATEGORICAL_MUTATE_PROB)
+        self.settings = settings = for_target(self.params, "gpu" if self.analyzer.is_gpu else "cpu")
+        share = settings.categorical_mutate_prob
         self.draft_context = with_categorical_mutator(context, share, self.params["seed"]) if share > 0 else context
-        self.cold_geometry_share = param("cold_geometry_share", COLD_GEOMETRY_SHARE)
-        self.widen_cold_fetches = bool(param("widen_cold_fetches", WIDEN_COLD_FETCHES))
-        self.cold_climb_starts = int(param("cold_climb_starts", COLD_CLIMB_STARTS))
-        self.cold_batch_share = min(1.0, param("cold_batch_share", COLD_BATCH_SHARE))
         self.psa = PSACostModel(self.analyzer)
-        self.psa_cold = PSACostModel(self.analyzer, power=param("cold_selection_power", COLD_SELECTION_POWER))
+        self.psa_cold = PSACostModel(self.analyzer, power=settings.cold_selection_power)
         self.inner = self._evolution(self.params["population"], self.params["genetic_iters"])
         self.inner_cold = self._evolution(self.params["cold_population"], self.params["cold_genetic_iters"])
 
@@ -159,8 +145,9 @@ class PrunerSearch(PySearchStrategy):
                                  cost_model=fitness)
         workload = self.database.commit_workload(self.context.mod)
         schedules, latencies = [], []
-        for record in self.database.get_top_k(workload, 1 << 30):
-            sch, latency = self.space.replay(record.trace, seed=1), mean_latency(record)
+        records = list(self.database.get_top_k(workload, 1 << 30))
+        for record, sch in zip(records, self.space.replay_many([r.trace for r in records], [1] * len(records))):
+            latency = mean_latency(record)
             self._note_measured(record.trace, latency, sch.mod if sch is not None else None)
             if sch is not None:
                 schedules.append(sch)
@@ -220,7 +207,7 @@ class PrunerSearch(PySearchStrategy):
         cold = self.best is None
         full_batch = batch
         if cold:
-            batch = max(1, int(round(batch * self.cold_batch_share)))
+            batch = max(1, int(round(batch * self.settings.cold_batch_share)))
         start = time.perf_counter()
         population, timing["carried"] = self._population()
         timing["sample_s"] = time.perf_counter() - start
@@ -237,7 +224,7 @@ class PrunerSearch(PySearchStrategy):
         timing["draft_s"] = time.perf_counter() - start
         timing["draft_analyzer_s"] = fitness.seconds - psa_seconds
         timing["draft"] = len(draft)
-        if cold and self.cold_climb_starts > 0:
+        if cold and self.settings.cold_climb_starts > 0:
             start = time.perf_counter()
             climbed = self._climb(draft)
             draft.extend(climbed)
@@ -249,7 +236,7 @@ class PrunerSearch(PySearchStrategy):
         picks = self._select(draft, droplet, BatchRules(batch, self.params["droplet_share"], self.params["eps_greedy"],
                                                         self._cold_geometry_cap(batch) if cold else None))
         timing["verify_s"] = time.perf_counter() - start
-        if cold and self.widen_cold_fetches:
+        if cold and self.settings.widen_cold_fetches:
             start = time.perf_counter()
             picks, timing["widened"] = self._widen_fetches(picks, self.measured)
             timing["widen_s"] = time.perf_counter() - start
@@ -275,7 +262,7 @@ class PrunerSearch(PySearchStrategy):
                            self._cold_geometry_cap(self.per_iter), pending["geometries"])
         picks = self._select(draft, droplet, rules)
         timing["verify_s"] = time.perf_counter() - start
-        if self.widen_cold_fetches:
+        if self.settings.widen_cold_fetches:
             start = time.perf_counter()
             neighbours = {self._key_of(s) for s in droplet}
             kept = [s for s in picks if self._key_of(s) in neighbours]
@@ -306,10 +293,8 @@ class PrunerSearch(PySearchStrategy):
         if self.best is not None:
             workload = self.database.commit_workload(self.context.mod)
             top = self.database.get_top_k(workload, int(self.params["population"] * self.params["init_measured_ratio"]))
-            for record in top:
-                sch = self.space.replay(record.trace, seed=self.rng.randrange(1, 1 << 30))
-                if sch is not None:
-                    population.append(sch)
+            seeds = [self.rng.randrange(1, 1 << 30) for _ in top]
+            population.extend(s for s in self.space.replay_many([r.trace for r in top], seeds) if s is not None)
         carried = [s for s in self.carry if self._key_of(s) not in self.measured]
         carried = carried[:max(0, self.params["population"] - len(population))]
         population.extend(carried)
@@ -335,7 +320,7 @@ class PrunerSearch(PySearchStrategy):
         seen = {self._key_of(sch) for sch in draft} | self.measured
         out = []
         for sch in climb_from_best_geometries(draft, self.space, lambda s: self._estimate(s).latency_s, self._geometry,
-                                              self.cold_climb_starts, self.params["cold_climb_steps"],
+                                              self.settings.cold_climb_starts, self.params["cold_climb_steps"],
                                               self.params["cold_climb_moves"], self.rng):
             key = self._key_of(sch)
             if key not in seen:
@@ -344,9 +329,9 @@ class PrunerSearch(PySearchStrategy):
         return out
 
     def _cold_geometry_cap(self, batch: int) -> Optional[int]:
-        if self.cold_geometry_share >= 1.0:
+        if self.settings.cold_geometry_share >= 1.0:
             return None
-        return max(1, int(round(batch * self.cold_geometry_share)))
+        return max(1, int(round(batch * self.settings.cold_geometry_share)))
 
     def _select(self, draft: List, droplet: List, rules: BatchRules) -> List:
         """Best of the draft and of the droplet neighbours by the cost model, plus eps random

@@ -49,6 +49,22 @@ class DesignSpace:
                 return None
         return sch
 
+    def replay_many(self, traces: List, seeds: List[int]) -> List:
+        """``replay`` of each trace with its seed, in order, on the tuning context's threads.
+
+        A replay is TVM C++ (the trace's schedule primitives and the postprocessors, which
+        MetaSchedule's own evolution applies from many threads at once), called through tvm_ffi,
+        which releases Python's GIL; so threads replay side by side, and the results do not depend
+        on how many there are.
+        """
+        threads = min(len(traces), max(1, int(self.context.num_threads)))
+        if threads <= 1:
+            return [self.replay(trace, seed) for trace, seed in zip(traces, seeds)]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads) as pool:
+            return list(pool.map(self.replay, traces, seeds))
+
     def sample(self, count: int, seed: int = 0, max_attempts: Optional[int] = None,
                exclude: Optional[set] = None) -> List:
         """Up to ``count`` distinct random candidates (post-processed Schedules)."""
