@@ -37,6 +37,7 @@ def cmd_tune(args) -> int:
     work_dir = args.work_dir or _default_work_dir(workload.spec, choice.target.kind.name)
 
     from .tuning import tune_tir
+    from .tuning.instrument import continues_batch
 
     result = tune_tir(
         workload.prim_func(),
@@ -63,7 +64,7 @@ def cmd_tune(args) -> int:
         split = timing.get("strategy") or {}
         detail = "".join(f", {name} {split[name + '_s']:.1f}s" for name in ("sample", "draft", "verify", "droplet")
                          if name + "_s" in split)
-        kind = " (follow-up)" if split.get("follow_up") else ""
+        kind = " (follow-up)" if continues_batch(timing) else ""
         print(
             f"round {timing['round']}{kind}: {timing['trials']} trials, search {timing['search_s']:.1f}s{detail}, "
             f"build {timing['build_s']:.1f}s ({timing['build_errors']} errors), run {timing['run_s']:.1f}s "

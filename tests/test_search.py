@@ -256,7 +256,7 @@ def test_gpu_follow_up_measures_the_rest_of_the_cold_batch_around_its_best(tenso
     """A GPU cold round measures half a batch; with its results in, the follow-up round measures the
     other half without sampling or evolving: half of it neighbours of the best measured schedule (one
     decision apart), the rest the cold draft's unpicked members, under a geometry cap spanning both
-    halves; nothing measured twice, and the round after is an ordinary one. No GPU here: the latencies
+    halves; nothing measured twice, and no follow-up left pending. No GPU here: the latencies
     fed back are the analyzer's estimates, standing in for a runner's; what the strategy does with
     them is what is checked."""
     import tvm_ffi

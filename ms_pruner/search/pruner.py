@@ -182,13 +182,13 @@ class PrunerSearch(PySearchStrategy):
             return None
         left = self.max_trials - self.trials
         follow_up, self.follow_up = self.follow_up, None
-        timing = {"round": self.round, "task": str(self.context.task_name),
+        header = {"round": self.round, "task": str(self.context.task_name),
                   "verifier": "own MoA PaCM" if self.own_model is not None else "tuning cost model"}
-        picks = []
+        timing, picks = dict(header), []
         if follow_up is not None and self.best is not None:
             picks = self._follow_up_round(follow_up, min(follow_up["size"], left), timing)
         if not picks:  # no follow-up due, or nothing left to follow up with: search anew
-            timing.pop("follow_up", None)
+            timing = dict(header)
             picks = self._searched_round(min(self.per_iter, left), timing)
         timing["picked"] = len(picks)
         self.timings.append(timing)
