@@ -288,6 +288,27 @@ def test_gpu_follow_up_measures_the_rest_of_the_cold_batch_around_its_best(tenso
     assert searched.follow_up is None
 
 
+def test_gpu_cold_half_that_measured_nothing_leaves_its_rest_to_one_cold_round(tensor_intrinsics):
+    """With no valid result from the cold half there is no best to follow up: the next round searches
+    cold again for the other half of the batch, whole (it was halved once already), and leaves nothing
+    pending. Before, it halved that rest again and left another follow-up pending: an 8-trial run on
+    a machine without a GPU (every run failing) made cold searches of 4, 2, 1 and 1 trials."""
+    import tvm_ffi
+    from tvm.s_tir.meta_schedule.runner import RunnerResult
+
+    strategy, context = _cold_h100_round(cold_climb_starts=0)
+    cold = list(context.search_strategy.generate_measure_candidates())
+    assert len(cold) == 8 and strategy._inst.follow_up is not None
+    context.search_strategy.notify_runner_results(
+        cold, [RunnerResult(run_secs=None, error_msg="launch failed") for _ in cold])
+    again = list(context.search_strategy.generate_measure_candidates())
+    timing = strategy.timings[-1]
+    assert len(again) == 8 and not timing.get("follow_up") and timing["population"] > 0
+    assert strategy._inst.follow_up is None
+    assert not {int(tvm_ffi.structural_hash(c.sch.mod)) for c in cold} & {
+        int(tvm_ffi.structural_hash(c.sch.mod)) for c in again}
+
+
 def test_split_cold_batch_then_a_resumed_call_on_llvm(tmp_path):
     """``cold_batch_share=0.5`` with the real builder and runner: the cold round measures half a
     batch, the follow-up the other half (no sampling; neighbours of the best), then whole rounds; a

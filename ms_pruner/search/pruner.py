@@ -189,7 +189,10 @@ class PrunerSearch(PySearchStrategy):
             picks = self._follow_up_round(follow_up, min(follow_up["size"], left), timing)
         if not picks:  # no follow-up due, or nothing left to follow up with: search anew
             timing = dict(header)
-            picks = self._searched_round(min(self.per_iter, left), timing)
+            # A cold half that measured nothing valid leaves no best to follow up: the rest of its
+            # batch is searched cold at once, not halved again.
+            batch = min(follow_up["size"] if follow_up is not None else self.per_iter, left)
+            picks = self._searched_round(batch, timing, split=follow_up is None)
         timing["picked"] = len(picks)
         self.timings.append(timing)
         self.round += 1
@@ -199,14 +202,15 @@ class PrunerSearch(PySearchStrategy):
             self.measured.add(self._key_of(sch))
         return [measure_candidate(sch) for sch in picks]
 
-    def _searched_round(self, batch: int, timing: dict) -> List:
-        """Sample, draft, (climb,) verify: the picks of an ordinary round or of a cold one."""
+    def _searched_round(self, batch: int, timing: dict, split: bool = True) -> List:
+        """Sample, draft, (climb,) verify: the picks of an ordinary round or of a cold one (of which
+        a GPU measures ``cold_batch_share`` when ``split``, leaving the rest to the follow-up)."""
         from tvm.s_tir import meta_schedule as ms
 
         self.estimates, self._keys = {}, {}
         cold = self.best is None
         full_batch = batch
-        if cold:
+        if cold and split:
             batch = max(1, int(round(batch * self.settings.cold_batch_share)))
         start = time.perf_counter()
         population, timing["carried"] = self._population()
