@@ -284,6 +284,9 @@ def markdown_table(report: dict) -> str:
         for name, work_dir in entry.get("pending", {}).items():
             lines.append(f"\n`{spec}` {name}: unfinished, resumed by the next call from `{work_dir}`.")
     lines.append("")
+    lines.append("Wall time starts when a call's builder and runner are ready (after the imports and their worker "
+                 "checks, the same for every strategy) and sums the finished rounds.")
+    lines.append("")
     lines.append("Search share = (search + cost-model update) / (search + update + build + run), mean over "
                  "rounds. Per-round split in seconds, with the Pruner search's own parts:")
     lines.append("")

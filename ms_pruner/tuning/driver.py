@@ -108,13 +108,17 @@ def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder
     from .instrument import ProgressCallback, RoundClock, TimedBuilder, TimedRunner
     from .interrupt import graceful_interrupts
 
+    # Builder and runner first: each starts a worker process to check its functions (seconds, the
+    # same for every strategy), process start-up like the imports before it, which no clock counts.
+    builder = make_builder(builder) if isinstance(builder, str) else builder
+    runner = runner if runner is not None else make_runner()
     bar = tqdm(total=total_trials, unit="trial", desc=desc, disable=not progress)
     clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=total_trials,
                        strategy_timings=getattr(strategy_obj, "timings", None), resume=resume,
                        workload=workload, call=call)
     measure = {
-        "builder": TimedBuilder(make_builder(builder) if isinstance(builder, str) else builder, clock),
-        "runner": TimedRunner(runner if runner is not None else make_runner(), clock),
+        "builder": TimedBuilder(builder, clock),
+        "runner": TimedRunner(runner, clock),
         "measure_callbacks": ms.MeasureCallback.create("default") + [ProgressCallback(clock)],
     }
     try:
