@@ -291,8 +291,8 @@ def test_gpu_follow_up_measures_the_rest_of_the_cold_batch_around_its_best(tenso
 def test_gpu_cold_half_that_measured_nothing_leaves_its_rest_to_one_cold_round(tensor_intrinsics):
     """With no valid result from the cold half there is no best to follow up: the next round searches
     cold again for the other half of the batch, whole (it was halved once already), and leaves nothing
-    pending. Before, it halved that rest again and left another follow-up pending: an 8-trial run on
-    a machine without a GPU (every run failing) made cold searches of 4, 2, 1 and 1 trials."""
+    pending. Before, it halved that rest again and left another follow-up pending, so the cold rounds
+    of a run whose kernels kept failing shrank by half each time."""
     import tvm_ffi
     from tvm.s_tir.meta_schedule.runner import RunnerResult
 
