@@ -44,10 +44,7 @@ def climb(space, start, latency: Callable, steps: int, moves_per_step: int, rng:
                 continue
             tilings.add(tiling)
             traces.append(trace)
-        seeds = [rng.randrange(1, 1 << 30) for _ in traces]
-        for sch in space.replay_many(traces, seeds):
-            if sch is None:
-                continue
+        for sch in space.replay_valid(traces, rng):
             visited.append(sch)
             estimate = latency(sch)
             if estimate < current:

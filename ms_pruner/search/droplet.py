@@ -64,8 +64,7 @@ def neighbours(space, trace, limit: int, seed: int) -> List:
         chunk = moves[tried:tried + limit - len(out)]
         tried += len(chunk)
         traces = [base.with_decision(inst, decision, remove_postproc=True) for inst, decision in chunk]
-        seeds = [rng.randrange(1, 2**30) for _ in chunk]
-        out.extend(sch for sch in space.replay_many(traces, seeds) if sch is not None)
+        out.extend(space.replay_valid(traces, rng))
     return out
 
 

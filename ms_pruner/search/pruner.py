@@ -297,8 +297,7 @@ class PrunerSearch(PySearchStrategy):
         if self.best is not None:
             workload = self.database.commit_workload(self.context.mod)
             top = self.database.get_top_k(workload, int(self.params["population"] * self.params["init_measured_ratio"]))
-            seeds = [self.rng.randrange(1, 1 << 30) for _ in top]
-            population.extend(s for s in self.space.replay_many([r.trace for r in top], seeds) if s is not None)
+            population.extend(self.space.replay_valid([r.trace for r in top], self.rng))
         carried = [s for s in self.carry if self._key_of(s) not in self.measured]
         carried = carried[:max(0, self.params["population"] - len(population))]
         population.extend(carried)

@@ -65,6 +65,13 @@ class DesignSpace:
         with ThreadPoolExecutor(threads) as pool:
             return list(pool.map(self.replay, traces, seeds))
 
+    def replay_valid(self, traces: List, rng: random.Random) -> List:
+        """The schedules of ``traces`` that replay and pass the postprocessors, in order, each
+        replayed with a seed drawn from ``rng`` (one per trace, drawn before any replay runs, so
+        the draws do not depend on which traces fail)."""
+        seeds = [rng.randrange(1, 1 << 30) for _ in traces]
+        return [sch for sch in self.replay_many(traces, seeds) if sch is not None]
+
     def sample(self, count: int, seed: int = 0, max_attempts: Optional[int] = None,
                exclude: Optional[set] = None) -> List:
         """Up to ``count`` distinct random candidates (post-processed Schedules)."""

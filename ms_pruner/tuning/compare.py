@@ -16,6 +16,7 @@ from typing import Dict, List, Optional
 
 from ..errors import UserError
 from .driver import tune_tir
+from .instrument import continues_batch
 
 
 STRATEGY_PARTS = ("sample_s", "draft_s", "climb_s", "verify_s", "droplet_s", "widen_s")  # PrunerSearch's timings
@@ -296,7 +297,7 @@ def markdown_table(report: dict) -> str:
                 split = point["strategy_split"]
                 parts = ", ".join(f"{k[:-2]} {split[k]:.1f}" for k in STRATEGY_PARTS if k in split)
                 call = f" (call {point['call'] + 1})" if run.get("calls", 1) > 1 else ""
-                call += " (follow-up)" if split.get("follow_up") else ""
+                call += " (follow-up)" if continues_batch({"strategy": split}) else ""
                 lines.append(f"- `{spec}` {name} round {point['round']}{call}: search {point['search_s']:.1f}, "
                              f"model update {point['update_s']:.1f}, build {point['build_s']:.1f}, "
                              f"run {point['run_s']:.1f}"
