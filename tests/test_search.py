@@ -517,6 +517,32 @@ def test_selection_power_sharpens_the_draft_parent_weights_but_keeps_the_order(t
     np.testing.assert_allclose(sharp[plain > 0].min() / sharp.max(), (slowest_valid / plain.max()) ** 4)
 
 
+def test_draft_fitness_estimates_each_program_once(tensor_intrinsics):
+    """Evolution scores its population every generation; a program seen before (here: the same traces
+    replayed into new schedules, and a second model sharing the memory) is not estimated again."""
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace, PSACostModel
+    from ms_pruner.tuning.records import measure_candidate
+
+    target = get_gpu_spec("h100").target()
+    space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
+    sampled = space.sample(6, seed=5)
+    analyzer = StaticAnalyzer.for_target(target)
+    plain = PSACostModel(analyzer)
+    first = plain.predict(space.context, [measure_candidate(s) for s in sampled])
+    assert plain.estimated == 6
+    replayed = [space.replay(s.trace, seed=1) for s in sampled]
+    again = plain.predict(space.context, [measure_candidate(s) for s in replayed])
+    assert plain.estimated == 6 and plain.calls == 12
+    np.testing.assert_array_equal(first, again)
+    expected = [analyzer.estimate(s.mod).score for s in sampled]
+    np.testing.assert_allclose(first, expected)
+    sharp = PSACostModel(analyzer, power=2.0, scores=plain.scores)
+    np.testing.assert_allclose(sharp.predict(space.context, [measure_candidate(s) for s in sampled]), first ** 2)
+    assert sharp.estimated == 0
+
+
 def test_train_then_moa_tuning_through_the_cli(tmp_path, capsys):
     """`ms-pruner train` on a measured work dir, then `tune --strategy moa --pretrained` from it."""
     source = str(tmp_path / "source")

@@ -102,7 +102,7 @@ class PrunerSearch(PySearchStrategy):
         share = settings.categorical_mutate_prob
         self.draft_context = with_categorical_mutator(context, share, self.params["seed"]) if share > 0 else context
         self.psa = PSACostModel(self.analyzer)
-        self.psa_cold = PSACostModel(self.analyzer, power=settings.cold_selection_power)
+        self.psa_cold = PSACostModel(self.analyzer, power=settings.cold_selection_power, scores=self.psa.scores)
         self.inner = self._evolution(self.params["population"], self.params["genetic_iters"])
         self.inner_cold = self._evolution(self.params["cold_population"], self.params["cold_genetic_iters"])
 
@@ -219,7 +219,7 @@ class PrunerSearch(PySearchStrategy):
 
         start = time.perf_counter()
         fitness = self.psa_cold if cold else self.psa
-        psa_seconds = fitness.seconds
+        psa_seconds, psa_calls, psa_estimated = fitness.seconds, fitness.calls, fitness.estimated
         timing["generations"] = self.params["cold_genetic_iters" if cold else "genetic_iters"]
         timing["selection_power"] = fitness.power
         draft = list(ms._ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel(  # pylint: disable=protected-access
@@ -227,6 +227,8 @@ class PrunerSearch(PySearchStrategy):
         draft = [s for s in draft if self._key_of(s) not in self.measured]
         timing["draft_s"] = time.perf_counter() - start
         timing["draft_analyzer_s"] = fitness.seconds - psa_seconds
+        timing["draft_scored"] = fitness.calls - psa_calls
+        timing["draft_estimated"] = fitness.estimated - psa_estimated
         timing["draft"] = len(draft)
         if cold and self.settings.cold_climb_starts > 0:
             start = time.perf_counter()
