@@ -19,8 +19,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import command_line, machine, write_json  # noqa: E402
 
-STRATEGY_PARTS = ("sample_s", "draft_s", "climb_s", "droplet_s", "verify_s", "widen_s")
-
 
 def creation_seconds() -> dict:
     from ms_pruner.builder import make_builder, make_runner
@@ -35,6 +33,7 @@ def creation_seconds() -> dict:
 def first_rounds(spec: str, strategy: str, trials: int, per_iter: int) -> list:
     from ms_pruner.hardware import llvm_target
     from ms_pruner.tuning import tune_tir
+    from ms_pruner.tuning.compare import STRATEGY_PARTS
     from ms_pruner.workloads import parse_workload
 
     with tempfile.TemporaryDirectory() as work_dir:
