@@ -535,3 +535,30 @@ def test_a_copy_outside_the_fragment_loop_is_issued_once_per_copy(h100_runs, ten
     assert (features.warps_per_block, features.main_loop_trips) == (1, 36)
     assert (copy.outer_trips, copy.serial_iters, copy.address_divisions) == (6, 192, 6)
     assert measured / 2.5 < estimate.latency_s < 2.5 * measured
+
+
+def test_remembered_copy_facts_are_the_ones_a_fresh_walk_finds(h100_runs, tensor_intrinsics):
+    """The fastest H100 conv2d candidate's one-decision neighbours (what a draft and Droplet look
+    at) share many copy blocks; each, walked with the others' copies remembered, has block by block
+    the loops, warp accesses, predicates, divisions and padding of a walk with nothing remembered."""
+    import tvm_ffi
+
+    from ms_pruner.analysis.copies import CopyMemory
+    from ms_pruner.analysis.tir_walk import walk_primfunc
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.droplet import neighbours
+    from ms_pruner.tuning.records import mean_latency, records_in_file_order
+
+    def facts(program):
+        return [(b.name, b.loops, b.access, b.active_ratio, b.address_divisions, b.pad_ratio) for b in program.blocks]
+
+    best = min(records_in_file_order(h100_runs(H100_CONV2D, "stock")), key=mean_latency)
+    schedules = neighbours(DesignSpace(best.workload.mod, best.target), best.trace, 24, 0)
+    assert len({int(tvm_ffi.structural_hash(s.mod)) for s in schedules}) == len(schedules) == 24
+    shared = CopyMemory()
+    for sch in schedules:
+        func = sch.mod["main"]
+        assert facts(walk_primfunc(func, copies=shared)) == facts(walk_primfunc(func, copies=CopyMemory()))
+    assert shared.asked == 24 * 3  # the input's and the weight's fetch to shared memory, the output's store
+    assert 3 <= shared.computed <= shared.asked * 2 / 3
+    assert any(b.address_divisions > 0 and b.access is not None for b in walk_primfunc(func, copies=shared).blocks)

@@ -12,9 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Tuple
 
-from .access import (WarpAccess, dtype_bytes, index_strides, predicate_ratio, scalar_requests,
-                     scalarized_vector_loop, vector_loops, warp_access)
-from .index_cost import address_divisions
+from .access import WarpAccess, dtype_bytes, index_strides
+from .copies import COPY_MEMORY, CopyMemory
 
 LOOP_KINDS = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread"}
 FLOAT_OPS = ("Add", "Sub", "Mul", "Div", "Max", "Min")
@@ -260,51 +259,19 @@ class _Walker:
             self.pending_copies.append((info, realize, block.body, align, tuple(self.loop_vars)))
         return [index] + nested
 
-    def resolve_copies(self, warp_size: int = 32) -> None:
-        """Once every block's own loops are known: memory patterns and storage_align padding."""
-        for info, realize, store, _, loop_vars in self.pending_copies:
-            if type(realize.predicate).__name__ != "IntImm":
-                info.active_ratio = predicate_ratio(realize, info.loops, loop_vars, info.own_start)
-            if not any(loop.thread is not None and loop.thread.startswith("blockIdx") for loop in info.loops):
-                continue
-            info.access = warp_access(realize, store, info.loops, loop_vars, info.own_start, warp_size)
-            info.address_divisions = address_divisions(realize, store, info.loops, loop_vars, info.own_start)
-            scalarized = scalarized_vector_loop(realize, store, info.loops, loop_vars, info.own_start)
-            if scalarized is None and info.access is not None and not info.access.lanes_contiguous:
-                scalarized = vector_loops(info.loops, info.own_start)[-1]
-            if scalarized is not None:
+    def resolve_copies(self, memory: CopyMemory, warp_size: int = 32) -> None:
+        """Once every block's own loops are known: memory patterns and storage_align padding
+        (copies.py), from ``memory`` where an earlier candidate had the same copy."""
+        for info, realize, store, align, loop_vars in self.pending_copies:
+            facts = memory.get(realize, store, info.loops, loop_vars, info.own_start, align, warp_size)
+            info.active_ratio = facts.active_ratio
+            info.access = facts.access
+            info.address_divisions = facts.address_divisions
+            info.pad_ratio = facts.pad_ratio
+            if facts.scalarized is not None:
                 loops = list(info.loops)
-                loops[scalarized] = dataclasses.replace(loops[scalarized], kind="serial")
+                loops[facts.scalarized] = dataclasses.replace(loops[facts.scalarized], kind="serial")
                 info.loops = tuple(loops)
-                scalar = warp_access(realize, store, info.loops, loop_vars, info.own_start, warp_size)
-                if info.access is not None and scalar is not None:
-                    info.access = scalar_requests(info.access, scalar)
-        aligned = [entry for entry in self.pending_copies if entry[3] is not None]
-        if not aligned:
-            return
-        from tvm.sym import Analyzer, IntervalSet
-
-        analyzer = Analyzer()
-        for info, realize, store, align, loop_vars in aligned:
-            dom = {
-                var: IntervalSet(0, loop.extent - 1)
-                for var, loop in zip(loop_vars[info.own_start:], info.loops[info.own_start:])
-            }
-            bindings = {iv.var: value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
-            extents = []
-            for index in store.indices:
-                value = bindings.get(index, index)
-                bound = analyzer.int_set(value, dom)
-                extents.append(_int(analyzer.simplify(bound.max_value - bound.min_value), 0) + 1)
-            for entry in align:
-                _, axis, factor, offset = (int(x) for x in entry)
-                inner = 1
-                for extent in extents[axis + 1:]:
-                    inner *= extent
-                if inner <= 0 or factor <= 0:
-                    continue
-                padded = inner + (factor + offset - inner % factor) % factor
-                info.pad_ratio = padded / inner
 
 
 def _count_float_ops(expr) -> int:
@@ -328,15 +295,16 @@ def _count_float_ops(expr) -> int:
     return count
 
 
-def walk_primfunc(func, strides: bool = False) -> ProgramInfo:
+def walk_primfunc(func, strides: bool = False, copies: Optional[CopyMemory] = None) -> ProgramInfo:
     """Every block of ``func`` (a scheduled PrimFunc) with its loops, accesses and intrinsics.
 
     ``strides`` also records how each loop moves each access (``Access.strides``): the CPU model's
     reuse analysis needs it, the GPU model does not, and it costs ~20% more walking time.
+    ``copies`` keeps the copy blocks' facts across calls (default: the process's ``COPY_MEMORY``).
     """
     walker = _Walker(strides)
     walker.visit(func.body)
-    walker.resolve_copies()
+    walker.resolve_copies(copies if copies is not None else COPY_MEMORY)
     params = {}
     for buf in func.params:
         if hasattr(buf, "shape"):  # TVM 0.27 PrimFunc params are the buffers themselves

@@ -33,6 +33,7 @@ from typing import List, Optional
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
+from ..analysis.copies import COPY_MEMORY
 from ..tuning.records import mean_latency, measure_candidate, measured_batch
 from .batch import BatchRules, compose_batch
 from .defaults import DEFAULTS, FIRST_ROUND_SAMPLES, MIN_FRESH_SAMPLES, for_target
@@ -185,6 +186,7 @@ class PrunerSearch(PySearchStrategy):
         header = {"round": self.round, "task": str(self.context.task_name),
                   "verifier": "own MoA PaCM" if self.own_model is not None else "tuning cost model"}
         timing, picks = dict(header), []
+        copies_asked, copies_computed = COPY_MEMORY.asked, COPY_MEMORY.computed
         if follow_up is not None and self.best is not None:
             picks = self._follow_up_round(follow_up, min(follow_up["size"], left), timing)
         if not picks:  # no follow-up due, or nothing left to follow up with: search anew
@@ -194,6 +196,8 @@ class PrunerSearch(PySearchStrategy):
             batch = min(follow_up["size"] if follow_up is not None else self.per_iter, left)
             picks = self._searched_round(batch, timing, split=follow_up is None)
         timing["picked"] = len(picks)
+        timing["copies_walked"] = COPY_MEMORY.asked - copies_asked
+        timing["copies_computed"] = COPY_MEMORY.computed - copies_computed
         self.timings.append(timing)
         self.round += 1
         if not picks:
