@@ -22,6 +22,8 @@ stand-in that only decides whose neighbours are built; the other picks are "not 
     python scripts/bench_search.py --workload conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32 --gpu h100
 
 times only the cold round of a workload that has no measured database (the warm case needs one).
+``--db`` may also be an ``llvm`` database (``tests/data/cpu_pruner_seed0/<workload>``, with
+``--per-iter 16``): the same rounds on this machine's CPU target.
 """
 
 import argparse
