@@ -3,10 +3,11 @@
 A global<->shared copy's facts (its predicate's kept share, each warp's sectors and wavefronts, the
 divisions its im2col index computes, whether code generation scalarizes its vector loop, its
 storage_align padding) come from evaluating its index expressions and from TVM's arithmetic
-simplifier: most of a conv2d candidate's analysis (~8 of its ~10 ms). They depend only on the copy
-block and the loops around it, and the candidates of one search share most copies: a cold conv2d
-round on the H100 target met 5076 copies of which 1195 were distinct (a mutation changes one tile
-or one annotation and leaves the other operand's fetch as it was). So they are kept by a structural
+simplifier: most of a conv2d candidate's analysis. They depend only on the copy block and the
+loops around it, and the candidates of one search share most copies: a cold conv2d round on the
+H100 target walked 4236 copies and computed 865 of them (docs/results/cpu/
+search_overhead_conv2d_pruner_copies.json; a mutation changes one tile or one annotation and leaves
+the other operand's fetch as it was). So they are kept by a structural
 hash of the block with its loop variables, plus the loops' extents, kinds and thread tags (all that
 ``copy_facts`` reads of a loop: an unroll depth changed on the loop around a copy leaves it as it was).
 """
@@ -43,7 +44,7 @@ def copy_facts(realize, store, loops: Sequence, loop_vars: Sequence, own_start: 
     if type(realize.predicate).__name__ != "IntImm":
         active_ratio = predicate_ratio(realize, loops, loop_vars, own_start)
     pad = pad_ratio(realize, store, loops, loop_vars, own_start, align) if align is not None else 1.0
-    if not any(loop.thread is not None and loop.thread.startswith("blockIdx") for loop in loops):
+    if not in_gpu_kernel(loops):
         return CopyFacts(active_ratio=active_ratio, pad_ratio=pad)
     access = warp_access(realize, store, loops, loop_vars, own_start, warp_size)
     divisions = address_divisions(realize, store, loops, loop_vars, own_start)
@@ -58,6 +59,12 @@ def copy_facts(realize, store, loops: Sequence, loop_vars: Sequence, own_start: 
             access = scalar_requests(access, scalar)
     return CopyFacts(active_ratio=active_ratio, access=access, address_divisions=divisions, scalarized=scalarized,
                      pad_ratio=pad)
+
+
+def in_gpu_kernel(loops: Sequence) -> bool:
+    """Whether a loop around the block is bound to a block index: only then are a copy's warp access
+    and index costs read."""
+    return any(loop.thread is not None and loop.thread.startswith("blockIdx") for loop in loops)
 
 
 def pad_ratio(realize, store, loops: Sequence, loop_vars: Sequence, own_start: int, align) -> float:
@@ -88,7 +95,11 @@ def pad_ratio(realize, store, loops: Sequence, loop_vars: Sequence, own_start: i
 class CopyMemory:
     """``copy_facts`` kept by structure: the block realize with its enclosing loop variables hashed
     together (loop variables mapped by position, so the same copy in another candidate, whose
-    variables are other objects, hashes alike), and the loops' own description."""
+    variables are other objects, hashes alike), and the loops' own description.
+
+    Only copies inside a GPU kernel are remembered (and counted in ``asked`` and ``computed``): the
+    facts of any other (a CPU schedule's cache copy) are its predicate and padding alone, which cost
+    no more than the hash would."""
 
     def __init__(self, capacity: int = REMEMBERED_COPIES):
         self.capacity = capacity
@@ -100,6 +111,8 @@ class CopyMemory:
             warp_size: int = 32) -> CopyFacts:
         import tvm_ffi
 
+        if not in_gpu_kernel(loops):
+            return copy_facts(realize, store, loops, loop_vars, own_start, align, warp_size)
         self.asked += 1
         key = (int(tvm_ffi.structural_hash(tvm_ffi.convert([*loop_vars, realize]), map_free_vars=True)),
                tuple((loop.extent, loop.kind, loop.thread) for loop in loops), own_start, warp_size)
