@@ -174,6 +174,14 @@ def _find_load(expr):
     return None
 
 
+def _int(expr, default: int = 1) -> int:
+    """A constant (a Python int or an IntImm) as an int; ``default`` for anything else."""
+    if isinstance(expr, int):
+        return int(expr)
+    value = getattr(expr, "value", None)
+    return int(value) if value is not None else default
+
+
 def _shape(buffer) -> List[int]:
     return [int(getattr(dim, "value", dim)) for dim in buffer.shape]
 

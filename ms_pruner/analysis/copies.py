@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Optional, Sequence, Tuple
 
-from .access import (WarpAccess, predicate_ratio, scalar_requests, scalarized_vector_loop, vector_loops,
+from .access import (WarpAccess, _int, predicate_ratio, scalar_requests, scalarized_vector_loop, vector_loops,
                      warp_access)
 from .index_cost import address_divisions
 
@@ -70,8 +70,6 @@ def in_gpu_kernel(loops: Sequence) -> bool:
 def pad_ratio(realize, store, loops: Sequence, loop_vars: Sequence, own_start: int, align) -> float:
     """Padded over dense size of the tile a copy writes, under its storage_align annotation."""
     from tvm.sym import Analyzer, IntervalSet
-
-    from .tir_walk import _int
 
     analyzer = Analyzer()
     dom = {var: IntervalSet(0, loop.extent - 1) for var, loop in zip(loop_vars[own_start:], loops[own_start:])}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Tuple
 
-from .access import WarpAccess, dtype_bytes, index_strides
+from .access import WarpAccess, _int, dtype_bytes, index_strides
 from .copies import COPY_MEMORY, CopyMemory
 
 LOOP_KINDS = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread"}
@@ -126,13 +126,6 @@ class BlockInfo:
 class ProgramInfo:
     blocks: List[BlockInfo]
     params: Dict[str, Tuple[Tuple[int, ...], float]]  # global buffer name -> (shape, dtype bytes)
-
-
-def _int(expr, default: int = 1) -> int:
-    if isinstance(expr, int):
-        return int(expr)
-    value = getattr(expr, "value", None)
-    return int(value) if value is not None else default
 
 
 def _access(region) -> Access:
