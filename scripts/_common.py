@@ -76,4 +76,8 @@ def workload_and_target(args):
 
 def searched_source(args, target) -> dict:
     """What a result JSON says was searched: the --workload and its target, or the --db."""
-    return {"workload": args.workload, "target": str(target)} if args.workload else {"db": os.path.normpath(args.db)}
+    if args.workload:
+        return {"workload": args.workload, "target": str(target)}
+    if isinstance(args.db, (list, tuple)):
+        return {"db": [os.path.normpath(path) for path in args.db]}
+    return {"db": os.path.normpath(args.db)}

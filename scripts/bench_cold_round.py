@@ -94,6 +94,27 @@ def _register_checks(picks, estimates, target, analyzer) -> list:
     return checks
 
 
+def _shape_key(geometry: str, fetch) -> str:
+    return f"{geometry} | {'/'.join(map(str, fetch))} B"
+
+
+def shape_hit_odds(shapes: list, hits_by_shape: dict) -> dict:
+    """What the database's records of each pick's shape say about round 0 reaching the target: picks
+    of a shape it measured, the expected number at or below the target if each pick fares as that
+    shape's records did, and the chance of at least one (shapes it never measured count as misses)."""
+    measured = expected = 0.0
+    miss = 1.0
+    for shape in shapes:
+        row = hits_by_shape.get(_shape_key(shape["geometry"], shape["fetch_bytes"]))
+        if row:
+            rate = row["at_or_below_target"] / row["records"]
+            measured += shape["picks"]
+            expected += shape["picks"] * rate
+            miss *= (1.0 - rate) ** shape["picks"]
+    return {"picks_in_measured_shapes": int(measured), "expected_picks_at_target": round(expected, 3),
+            "chance_of_a_pick_at_target": round(1.0 - miss, 3)}
+
+
 def _shape_row(geometry: str, fetch: tuple, picks: list) -> dict:
     row = {"geometry": geometry, "fetch_bytes": list(fetch), "picks": len(picks),
            "best_estimate_us": min(us for us, _ in picks)}
@@ -106,15 +127,19 @@ def _shape_row(geometry: str, fetch: tuple, picks: list) -> dict:
     return row
 
 
-def database_reference(path: str, analyzer) -> dict:
-    """The measured best's estimate and family, and every measured family's latencies."""
+def database_reference(paths, analyzer, target_us=None) -> dict:
+    """The measured best's estimate and family, and every measured family's latencies, over the
+    records of every database in ``paths``; with ``target_us``, how many records of each pick shape
+    (geometry and operand fetch widths) measured at or below it (``hits_by_shape``)."""
     import numpy as np
 
     from ms_pruner.cost_model.evaluate import load_measured
     from ms_pruner.analysis import geometry_name, has_narrow_fetch, kernel_geometry, operand_fetch_bytes
 
-    _, schedules, latency = load_measured(path)
-    measured = [(lat, analyzer.estimate(s)) for lat, s in zip(latency, schedules)]
+    measured = []
+    for path in paths:
+        _, schedules, latency = load_measured(path)
+        measured.extend((lat, analyzer.estimate(s)) for lat, s in zip(latency, schedules))
     best_latency, best_estimate = min(measured, key=lambda m: m[0])
     best_family = _family(best_estimate)
     measured_families, by_fetch, by_geometry, by_width = (collections.defaultdict(list) for _ in range(4))
@@ -146,6 +171,18 @@ def database_reference(path: str, analyzer) -> dict:
                       "its_estimates_us": [min(wide)[1], min(narrow)[1]]}
                      for k in by_geometry for wide, narrow in [(by_width[k, False], by_width[k, True])]
                      if wide and narrow), key=lambda g: g["best_wide_us"])}
+    if target_us is not None:
+        shapes = collections.defaultdict(list)
+        for lat, est in measured:
+            if est.valid and np.isfinite(lat):
+                key = _shape_key(geometry_name(kernel_geometry(est.features)), operand_fetch_bytes(est.features))
+                shapes[key].append((lat * 1e6, est.latency_s * 1e6))
+        reference["target_us"] = target_us
+        reference["hits_by_shape"] = {
+            key: {"records": len(rows), "at_or_below_target": int(sum(us <= target_us for us, _ in rows)),
+                  "best_us": min(rows)[0], "median_us": float(np.median([us for us, _ in rows])),
+                  "best_estimate_us": min(e for _, e in rows)}
+            for key, rows in sorted(shapes.items(), key=lambda kv: min(kv[1])[0])}
     print(f"database best {reference['best_measured_us']:.1f} us measured, {reference['best_estimate_us']:.1f} us "
           f"estimated ({reference['best_family']})")
     return reference
@@ -178,7 +215,12 @@ def random_reference(mod, target, count: int, analyzer, threads: int) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", default=H100_MM4096)
+    parser.add_argument("--db", action="append", default=None,
+                        help="measured database(s) of the workload (default: the shared H100 4096^3 one); the "
+                             "first gives the workload and target, the reference is over all of them")
+    parser.add_argument("--target-us", type=float, default=None,
+                        help="with --db: a latency to reach (stock's final best, say); each run then reports how "
+                             "its picks' shapes fared against it in the databases (shape_hit_odds)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--drafts", default="5x512,3x384^8",
                         help="cold-round drafts to compare, GENERATIONSxPOPULATION[^SELECTION_POWER], comma-separated")
@@ -211,10 +253,11 @@ def main() -> int:
     else:
         from ms_pruner.tuning import open_database, records_for
 
-        record = records_for(open_database(args.db))[0]
+        databases = args.db or [H100_MM4096]
+        record = records_for(open_database(databases[0]))[0]
         mod, target = record.workload.mod, record.target
         analyzer = StaticAnalyzer.for_target(target)
-        reference = database_reference(args.db, analyzer)
+        reference = database_reference(databases, analyzer, args.target_us)
     params = {key: int(value) if value.lstrip("-").isdigit() else float(value)
               for key, value in (item.split("=", 1) for item in args.set)}
     threads = args.threads or default_max_workers()
@@ -231,6 +274,10 @@ def main() -> int:
                     shape["db_best_measured_us"] = reference["best_measured_by_geometry"].get(shape["geometry"])
                 versus = (f"{run['picks_below_best_estimate']} below the measured best's estimate; "
                           f"{run['picks_in_best_family']} in its family")
+                if "hits_by_shape" in reference:
+                    run.update(shape_hit_odds(run["picks_by_shape"], reference["hits_by_shape"]))
+                    versus += (f"; {run['expected_picks_at_target']} picks expected at {args.target_us:g} us "
+                               f"(chance of one {run['chance_of_a_pick_at_target']})")
             else:
                 scale = reference["random_estimate_us"]
                 run["picks_below_random_min"] = int((picks < scale["min"]).sum()) if scale else 0
@@ -245,6 +292,8 @@ def main() -> int:
                 print(f"  ptxas: {run['ptxas']}", flush=True)
             runs.append(run)
     if args.out:
+        if not args.workload:
+            args.db = databases
         write_json(args.out, dict({"command": command_line(), "machine": machine()}, **searched_source(args, target),
                                   reference=reference, runs=runs))
     return 0

@@ -41,3 +41,25 @@ def test_the_cap_counts_what_the_first_part_of_a_split_batch_took():
     rules = BatchRules(size=3, droplet_share=0.0, eps_greedy=0.0, geometry_cap=2, prior_counts={"a": 2})
     picks, _ = compose_batch([], ranked, ranked, rules, _key, set(), random.Random(0), _group)
     assert picks == ["b1", "c1", "b2"]
+
+
+def test_variants_estimated_as_ties_take_turns_within_their_geometry():
+    from ms_pruner.search.geometry import spread_variants
+
+    # name: geometry letter, fetch-width variant, estimate (us)
+    est = {"a1": ("a", "16/16", 100.0), "a2": ("a", "16/16", 100.0), "b1": ("b", "16/16", 120.0),
+           "a3": ("a", "16/16", 100.0), "a4": ("a", "8/16", 100.4), "b2": ("b", "8/8", 120.5),
+           "a5": ("a", "4/4", 103.0), "a6": ("a", "8/8", 100.8), "a7": ("a", "8/16", 100.4)}
+    ranked = ["a1", "a2", "b1", "a3", "a4", "b2", "a5", "a6", "a7"]
+    spread = spread_variants(ranked, lambda x: est[x][0], lambda x: est[x][1], lambda x: est[x][2], 0.01)
+    # a's positions (0, 1, 3, 4, 6, 7, 8) get the first of each tied variant in rank order, then the
+    # second of each, then a5, whose estimate is 3% off a's best; b keeps its positions and order
+    assert spread == ["a1", "a4", "b1", "a6", "a2", "b2", "a7", "a3", "a5"]
+    # with no band only a's equal best estimates tie, all one variant: the ranking stands
+    assert spread_variants(ranked, lambda x: est[x][0], lambda x: est[x][1], lambda x: est[x][2], 0.0) == ranked
+    rules = BatchRules(size=4, droplet_share=0.0, eps_greedy=0.0, geometry_cap=3)
+    picks, _ = compose_batch([], ranked, ranked, rules, _key, set(), random.Random(0), _group,
+                             lambda r: spread_variants(r, _group, lambda x: est[x][1], lambda x: est[x][2], 0.01))
+    assert picks == ["a1", "a4", "b1", "a6"]  # geometry a's three capped picks are its three tied variants
+    picks, _ = compose_batch([], ranked, ranked, rules, _key, set(), random.Random(0), _group)
+    assert picks == ["a1", "a2", "b1", "a3"]

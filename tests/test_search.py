@@ -252,6 +252,28 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
             wide = widest_fetch_variant(searched.space, candidate.sch.trace, seed=1)
             assert wide is None or int(tvm_ffi.structural_hash(wide.mod)) in keys or \
                 searched.analyzer.estimate(wide.mod).latency_s > estimate.latency_s
+    # Within a geometry, the wide fetch-width variants estimated within the band of its best take its
+    # capped picks in turn (widening only replaces narrow picks, so it leaves these alone).
+    from ms_pruner.analysis import operand_fetch_bytes
+
+    picked_schedules = [c.sch for c in picks]
+    pool = picked_schedules + list(searched.carry)
+    estimates = {id(s): searched.analyzer.estimate(s.mod) for s in pool}
+    best = collections.defaultdict(lambda: float("inf"))
+    for sch in pool:
+        best[searched._geometry(sch)] = min(best[searched._geometry(sch)], estimates[id(sch)].latency_s)
+    band = searched.params["cold_variant_band"]
+    spread = 0
+    for geometry, count in per_geometry.items():
+        members = [s for s in pool if searched._geometry(s) == geometry]
+        tied = {operand_fetch_bytes(estimates[id(s)].features) for s in members
+                if estimates[id(s)].latency_s <= best[geometry] * (1 + band)
+                and not has_narrow_fetch(estimates[id(s)].features)}
+        picked = {operand_fetch_bytes(estimates[id(s)].features) for s in picked_schedules
+                  if searched._geometry(s) == geometry}
+        assert len(picked & tied) >= min(len(tied), count - 2, 4), (geometry, tied, picked)  # 2: eps-greedy picks
+        spread += len(picked & tied) > 1
+    assert spread > 0, "some geometry's picks should cover tied variants"
 
 
 def test_gpu_follow_up_measures_the_rest_of_the_cold_batch_around_its_best(tensor_intrinsics):
@@ -384,6 +406,43 @@ def test_widest_fetch_variant_widens_only_the_cooperative_fetches(tensor_intrins
         changed = {k: (a[1], b[1]) for k, (a, b) in enumerate(zip(draws(base), draws(widened))) if a != b}
         assert changed and set(changed) <= fetch_positions and all(b > a for a, b in changed.values())
         assert widest_fetch_variant(space, wide.trace, seed=1) is None
+
+
+def test_wide_fetch_variants_cover_the_two_widest_draws_of_each_operand_fetch(tensor_intrinsics):
+    """The variants a cold batch takes in turn within a geometry: one schedule replayed with its A and
+    B operand fetches at each combination of their two widest draws (8 and 16 bytes for fp16) but its
+    own, the write-back's draw, the tiling and the geometry untouched."""
+    import random
+
+    from ms_pruner.analysis import StaticAnalyzer, kernel_geometry, operand_fetch_bytes
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace, tile_decisions
+    from ms_pruner.search.fetch_width import (cooperative_fetch_decisions, operand_fetch_decisions,
+                                              wide_fetch_variants)
+
+    target = get_gpu_spec("h100").target()
+    space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
+    analyzer = StaticAnalyzer.for_target(target)
+    sch = space.sample(1, seed=3)[0]
+    base = sch.trace.simplified(remove_postproc=True)
+    operands = operand_fetch_decisions(base)
+    write_back = [inst for inst in cooperative_fetch_decisions(base) if not any(inst.same_as(o) for o in operands)]
+    assert len(operands) == 2 and len(write_back) == 1
+    variants = wide_fetch_variants(space, sch.trace, random.Random(0))
+    own = tuple(int(base.decisions[inst]) for inst in operands)
+    draws = set()
+    for variant in variants:
+        trace = variant.trace.simplified(remove_postproc=True)
+        draws.add(tuple(int(trace.decisions[inst]) for inst in operand_fetch_decisions(trace)))
+        assert tile_decisions(trace) == tile_decisions(base)
+        assert int(trace.decisions[cooperative_fetch_decisions(trace)[0]]) == int(base.decisions[write_back[0]])
+        estimate = analyzer.estimate(variant.mod)
+        assert kernel_geometry(estimate.features) == kernel_geometry(analyzer.estimate(sch.mod).features)
+        assert all(width >= 8 or width == 2 for width in operand_fetch_bytes(estimate.features))  # 2: gathered lanes
+    candidates = [len(inst.attrs[0]) for inst in operands]  # 1, 2, 4, 8 lanes each
+    widest_two = {(a, b) for a in range(candidates[0] - 2, candidates[0])
+                  for b in range(candidates[1] - 2, candidates[1])}
+    assert draws <= widest_two - {own} and len(draws) == len(variants) >= 2  # some fail the postprocessors
 
 
 def test_widening_replaces_narrow_picks_by_new_variants_estimated_no_slower(tensor_intrinsics):

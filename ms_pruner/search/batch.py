@@ -27,12 +27,13 @@ class BatchRules:
 
 
 def compose_batch(ranked_droplet: List, draft: List, ranked_draft: List, rules: BatchRules, key_of: Callable,
-                  excluded: Set, rng, group: Optional[Callable] = None):
+                  excluded: Set, rng, group: Optional[Callable] = None, spread: Optional[Callable] = None):
     """(picks, the draft's unpicked members in rank order).
 
     Neighbours come first, then the draft's best (``ranked_draft``, geometry-capped when the rules
-    say so), then the random share drawn from ``draft``; a stage that comes up short is topped up
-    from the ranked draft. Nothing in ``excluded`` (measured keys) or picked twice is taken.
+    say so, after ``spread`` reorders it: geometry.spread_variants), then the random share drawn
+    from ``draft``; a stage that comes up short is topped up from the ranked draft. Nothing in
+    ``excluded`` (measured keys) or picked twice is taken.
     """
     size = rules.size
     n_droplet = min(len(ranked_droplet), int(round(size * rules.droplet_share))) if ranked_droplet else 0
@@ -53,6 +54,8 @@ def compose_batch(ranked_droplet: List, draft: List, ranked_draft: List, rules: 
 
     take(ranked_droplet, n_droplet)
     if rules.geometry_cap is not None:
+        if spread is not None:
+            ranked_draft = spread(ranked_draft)
         ranked_draft = capped_per_group(ranked_draft, rules.geometry_cap, group, size, rules.prior_counts)
     take(ranked_draft, n_best)
     rest = [s for s in draft if key_of(s) not in seen]

@@ -55,16 +55,22 @@ def climb(space, start, latency: Callable, steps: int, moves_per_step: int, rng:
     return visited
 
 
-def climb_from_best_geometries(draft: List, space, latency: Callable, geometry: Callable, starts: int, steps: int,
-                               moves_per_step: int, rng: random.Random) -> List:
-    """Every schedule the climbs visit from the best-estimated member of each of the ``starts`` best
-    geometries of ``draft`` (duplicates of the draft or of each other included)."""
+def best_of_best_geometries(schedules: List, latency: Callable, geometry: Callable, count: int) -> List:
+    """The best-estimated member of each of the ``count`` best-estimated geometries of ``schedules``."""
     chosen, geometries = [], set()
-    for sch in sorted(draft, key=latency):
-        if len(chosen) >= starts or latency(sch) == float("inf"):
+    for sch in sorted(schedules, key=latency):
+        if len(chosen) >= count or latency(sch) == float("inf"):
             break
         key = geometry(sch)
         if key not in geometries:
             geometries.add(key)
             chosen.append(sch)
-    return [visited for sch in chosen for visited in climb(space, sch, latency, steps, moves_per_step, rng)]
+    return chosen
+
+
+def climb_from_best_geometries(draft: List, space, latency: Callable, geometry: Callable, starts: int, steps: int,
+                               moves_per_step: int, rng: random.Random) -> List:
+    """Every schedule the climbs visit from the best-estimated member of each of the ``starts`` best
+    geometries of ``draft`` (duplicates of the draft or of each other included)."""
+    return [visited for sch in best_of_best_geometries(draft, latency, geometry, starts)
+            for visited in climb(space, sch, latency, steps, moves_per_step, rng)]

@@ -23,6 +23,7 @@ DEFAULTS = dict(
     fresh_samples=128,
     categorical_mutate_prob=None,
     cold_geometry_share=None,
+    cold_variant_band=0.01,
     widen_cold_fetches=None,
     cold_climb_starts=None,
     cold_climb_steps=3,

@@ -10,6 +10,7 @@ widened schedule is measured instead, if it is valid and the analyzer estimates 
 
 from __future__ import annotations
 
+import itertools
 from typing import List, Optional, Tuple
 
 COOPERATIVE_FETCH = "meta_schedule.cooperative_fetch"
@@ -22,6 +23,41 @@ def cooperative_fetch_decisions(trace) -> List:
     annotated = [inst.inputs[1] for inst in trace.insts
                  if inst.kind.name == "Annotate" and str(inst.attrs[0]) == COOPERATIVE_FETCH]
     return [inst for inst in sampled if any(inst.outputs[0].same_as(value) for value in annotated)]
+
+
+def operand_fetch_decisions(trace) -> List:
+    """The cooperative-fetch draws of ``trace`` that set an operand's copy into shared memory (the
+    annotated block comes from ``cache_read``), not the write-back's."""
+    read_blocks = [inst.outputs[0] for inst in trace.insts if inst.kind.name == "CacheRead"]
+    operand_draws = [inst.inputs[1] for inst in trace.insts
+                     if inst.kind.name == "Annotate" and str(inst.attrs[0]) == COOPERATIVE_FETCH
+                     and any(inst.inputs[0].same_as(block) for block in read_blocks)]
+    return [inst for inst in cooperative_fetch_decisions(trace)
+            if any(inst.outputs[0].same_as(value) for value in operand_draws)]
+
+
+def wide_fetch_variants(space, trace, rng, widest: int = 2) -> List:
+    """``trace`` replayed with its operand fetches at every combination of their ``widest`` widest
+    vector lengths but its own (the valid ones, replays drawing seeds from ``rng``).
+
+    These are the variants of one tiling that the analyzer estimates within about 1% of each other
+    and the H100 measured a few percent apart in either direction (docs/search.md): a cold batch
+    takes them in turn (geometry.spread_variants), which it can only do if the draft holds them.
+    """
+    base = trace.simplified(remove_postproc=True)
+    decisions = operand_fetch_decisions(base)
+    own = tuple(int(base.decisions[inst]) for inst in decisions)
+    choices = [range(len(inst.attrs[0]) - 1, max(-1, len(inst.attrs[0]) - 1 - widest), -1) for inst in decisions]
+    traces = []
+    for combination in itertools.product(*choices):
+        if combination == own:
+            continue
+        variant = base
+        for inst, index in zip(decisions, combination):
+            if index != int(base.decisions[inst]):
+                variant = variant.with_decision(inst, index, remove_postproc=True)
+        traces.append(variant)
+    return space.replay_valid(traces, rng) if traces else []
 
 
 def widest_fetch_variant(space, trace, seed: int) -> Optional[object]:

@@ -63,6 +63,7 @@ class PrunerSearch(PySearchStrategy):
                  fresh_samples: int = DEFAULTS["fresh_samples"],
                  categorical_mutate_prob: Optional[float] = DEFAULTS["categorical_mutate_prob"],
                  cold_geometry_share: Optional[float] = DEFAULTS["cold_geometry_share"],
+                 cold_variant_band: float = DEFAULTS["cold_variant_band"],
                  widen_cold_fetches: Optional[bool] = DEFAULTS["widen_cold_fetches"],
                  cold_climb_starts: Optional[int] = DEFAULTS["cold_climb_starts"],
                  cold_climb_steps: int = DEFAULTS["cold_climb_steps"],
@@ -236,10 +237,10 @@ class PrunerSearch(PySearchStrategy):
         timing["draft"] = len(draft)
         if cold and self.settings.cold_climb_starts > 0:
             start = time.perf_counter()
-            climbed = self._climb(draft)
-            draft.extend(climbed)
+            climbed, variants = self._climb(draft)
+            draft.extend(climbed + variants)
             timing["climb_s"] = time.perf_counter() - start
-            timing["climbed"] = len(climbed)
+            timing["climbed"], timing["fetch_variants"] = len(climbed), len(variants)
 
         droplet = self._droplet(timing, self.round >= self.params["droplet_after"])
         start = time.perf_counter()
@@ -322,20 +323,30 @@ class PrunerSearch(PySearchStrategy):
         population.extend(fresh)
         return population, len(carried)
 
-    def _climb(self, draft: List) -> List:
-        """New unmeasured schedules the analyzer climb visits (climb.py)."""
-        from .climb import climb_from_best_geometries
+    def _climb(self, draft: List):
+        """(new unmeasured schedules the analyzer climb visits (climb.py), and the wide fetch-width
+        variants of the best member of each geometry it climbed in, fetch_width.wide_fetch_variants)."""
+        from .climb import best_of_best_geometries, climb_from_best_geometries
+        from .fetch_width import wide_fetch_variants
 
+        latency = lambda s: self._estimate(s).latency_s  # noqa: E731
         seen = {self._key_of(sch) for sch in draft} | self.measured
-        out = []
-        for sch in climb_from_best_geometries(draft, self.space, lambda s: self._estimate(s).latency_s, self._geometry,
-                                              self.settings.cold_climb_starts, self.params["cold_climb_steps"],
-                                              self.params["cold_climb_moves"], self.rng):
-            key = self._key_of(sch)
-            if key not in seen:
-                seen.add(key)
-                out.append(sch)
-        return out
+
+        def new(schedules):
+            out = []
+            for sch in schedules:
+                key = self._key_of(sch)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(sch)
+            return out
+
+        starts = self.settings.cold_climb_starts
+        climbed = new(climb_from_best_geometries(draft, self.space, latency, self._geometry, starts,
+                                                 self.params["cold_climb_steps"], self.params["cold_climb_moves"],
+                                                 self.rng))
+        ends = best_of_best_geometries(draft + climbed, latency, self._geometry, starts)
+        return climbed, new(v for sch in ends for v in wide_fetch_variants(self.space, sch.trace, self.rng))
 
     def _cold_geometry_cap(self, batch: int) -> Optional[int]:
         if self.settings.cold_geometry_share >= 1.0:
@@ -349,11 +360,24 @@ class PrunerSearch(PySearchStrategy):
         The geometry cap (cold batches) limits the best-ranked picks that share one kernel geometry
         (geometry.py): the analyzer alone ranks a cold batch, and its favourite's variants would
         otherwise fill it. Picks over the cap come back only when the draft has too few geometries.
+        Within a geometry, the fetch-width variants estimated as ties come in turn (``_spread_variants``).
         """
         picks, unpicked = compose_batch(self._rank(droplet), draft, self._rank(draft), rules, self._key_of,
-                                        self.measured, self.rng, self._geometry)
+                                        self.measured, self.rng, self._geometry, self._spread_variants)
         self.carry = unpicked[:self.params["carry_over"]]
         return picks
+
+    def _spread_variants(self, ranked: List) -> List:
+        """A capped batch's ranked draft with each geometry's fetch-width variants that the analyzer
+        estimates within ``cold_variant_band`` of each other taken in turn (geometry.spread_variants)."""
+        from ..analysis import operand_fetch_bytes
+        from .geometry import spread_variants
+
+        band = self.params["cold_variant_band"]
+        if band <= 0:
+            return ranked
+        return spread_variants(ranked, self._geometry, lambda s: operand_fetch_bytes(self._estimate(s).features),
+                               lambda s: self._estimate(s).latency_s, band)
 
     def _widen_fetches(self, picks: List, excluded: set):
         from .fetch_width import widen_narrow_picks
