@@ -8,11 +8,13 @@ One round (``generate_measure_candidates``; docs/search.md has every parameter):
    ``draft_size`` most promising unmeasured schedules. A cold round (nothing measured yet) evolves
    longer with sharper parent choice (``cold_selection_power``) since the analyzer alone chooses
    what it measures; on a GPU the mutators also redraw categorical decisions (mutator.py) and the
-   cold draft climbs from its best geometries one tile factor at a time (climb.py).
+   cold draft climbs from its best geometries one tile factor at a time (climb.py) and adds the wide
+   fetch-width variants of each one's best member (fetch_width.py).
 3. **Verify**: the tuning cost model (PaCM) ranks the draft; the batch takes its best, an
    ``eps_greedy`` random share, and from round ``droplet_after`` on the best-ranked Droplet
    neighbours of the best measured schedule (droplet.py). A cold batch on a GPU is spread over
-   kernel geometries (geometry.py) and its narrow operand fetches are widened (fetch_width.py).
+   kernel geometries, each taking its fetch-width variants that the analyzer estimates as ties in
+   turn (geometry.py), and its narrow operand fetches are widened (fetch_width.py).
 4. Nothing measured before (same structural hash) is proposed again.
 
 On a GPU the cold round measures only ``cold_batch_share`` (half) of a batch; the round after it,
