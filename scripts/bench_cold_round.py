@@ -253,11 +253,11 @@ def main() -> int:
     else:
         from ms_pruner.tuning import open_database, records_for
 
-        databases = args.db or [H100_MM4096]
-        record = records_for(open_database(databases[0]))[0]
+        args.db = args.db or [H100_MM4096]
+        record = records_for(open_database(args.db[0]))[0]
         mod, target = record.workload.mod, record.target
         analyzer = StaticAnalyzer.for_target(target)
-        reference = database_reference(databases, analyzer, args.target_us)
+        reference = database_reference(args.db, analyzer, args.target_us)
     params = {key: int(value) if value.lstrip("-").isdigit() else float(value)
               for key, value in (item.split("=", 1) for item in args.set)}
     threads = args.threads or default_max_workers()
@@ -292,8 +292,6 @@ def main() -> int:
                 print(f"  ptxas: {run['ptxas']}", flush=True)
             runs.append(run)
     if args.out:
-        if not args.workload:
-            args.db = databases
         write_json(args.out, dict({"command": command_line(), "machine": machine()}, **searched_source(args, target),
                                   reference=reference, runs=runs))
     return 0

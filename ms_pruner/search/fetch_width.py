@@ -53,8 +53,8 @@ def wide_fetch_variants(space, trace, rng, widest: int = 2) -> List:
         if combination == own:
             continue
         variant = base
-        for inst, index in zip(decisions, combination):
-            if index != int(base.decisions[inst]):
+        for inst, index, current in zip(decisions, combination, own):
+            if index != current:
                 variant = variant.with_decision(inst, index, remove_postproc=True)
         traces.append(variant)
     return space.replay_valid(traces, rng) if traces else []
