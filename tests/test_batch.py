@@ -63,3 +63,20 @@ def test_variants_estimated_as_ties_take_turns_within_their_geometry():
     assert picks == ["a1", "a4", "b1", "a6"]  # geometry a's three capped picks are its three tied variants
     picks, _ = compose_batch([], ranked, ranked, rules, _key, set(), random.Random(0), _group)
     assert picks == ["a1", "a2", "b1", "a3"]
+
+
+def test_best_members_of_the_best_geometries_are_of_distinct_families():
+    """The members whose wide fetch variants a cold draft gains (climb.best_of_best_geometries): the
+    best of each of the best geometries, and with ``per_geometry`` more of each, skipping members of a
+    family already taken (schedules that differ only in their operand fetches)."""
+    from ms_pruner.search.climb import best_of_best_geometries
+
+    # name: geometry letter, family (decisions but the operand fetches), estimate (us)
+    est = {"a1": ("a", "x", 100.0), "a2": ("a", "x", 100.1), "a3": ("a", "y", 100.2), "a4": ("a", "z", 100.3),
+           "b1": ("b", "x", 101.0), "b2": ("b", "y", 101.5), "c1": ("c", "x", 102.0), "d1": ("d", "x", float("inf"))}
+    names = ["c1", "a4", "b2", "a1", "d1", "a3", "b1", "a2"]
+    latency, geometry, family = (lambda x: est[x][2]), _group, (lambda x: est[x][1])
+    assert best_of_best_geometries(names, latency, geometry, 2) == ["a1", "b1"]
+    assert best_of_best_geometries(names, latency, geometry, 2, per_geometry=2) == ["a1", "a2", "b1", "b2"]
+    assert best_of_best_geometries(names, latency, geometry, 2, 2, family) == ["a1", "a3", "b1", "b2"]
+    assert best_of_best_geometries(names, latency, geometry, 5, 3, family) == ["a1", "a3", "a4", "b1", "b2", "c1"]

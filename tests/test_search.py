@@ -417,8 +417,8 @@ def test_wide_fetch_variants_cover_the_two_widest_draws_of_each_operand_fetch(te
     from ms_pruner.analysis import StaticAnalyzer, kernel_geometry, operand_fetch_bytes
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import DesignSpace, tile_decisions
-    from ms_pruner.search.fetch_width import (cooperative_fetch_decisions, operand_fetch_decisions,
-                                              wide_fetch_variants)
+    from ms_pruner.search.fetch_width import (cooperative_fetch_decisions, decisions_but_operand_fetches,
+                                              operand_fetch_decisions, wide_fetch_variants)
 
     target = get_gpu_spec("h100").target()
     space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
@@ -443,12 +443,15 @@ def test_wide_fetch_variants_cover_the_two_widest_draws_of_each_operand_fetch(te
     widest_two = {(a, b) for a in range(candidates[0] - 2, candidates[0])
                   for b in range(candidates[1] - 2, candidates[1])}
     assert draws <= widest_two - {own} and len(draws) == len(variants) >= 2  # some fail the postprocessors
+    family = decisions_but_operand_fetches(base)  # the decisions but the operand fetches': the same in each
+    assert all(decisions_but_operand_fetches(v.trace) == family for v in variants)
+    assert any(decisions_but_operand_fetches(other.trace) != family for other in space.sample(2, seed=4))
 
 
 def test_widening_replaces_narrow_picks_by_new_variants_estimated_no_slower(tensor_intrinsics):
     """``widen_narrow_picks`` on samples of which three in four fetch an operand narrowly: some are
     replaced, each by its widest-fetch variant, new and estimated no slower; a variant already
-    measured is never picked; a pick left narrow had no such variant."""
+    measured is never picked; a pick left narrow had no such variant; a pick the caller keeps stays."""
     import random
 
     import tvm_ffi
@@ -485,6 +488,9 @@ def test_widening_replaces_narrow_picks_by_new_variants_estimated_no_slower(tens
     measured = {key_of(after) for _, after in replaced}
     again, widened_again = widen_narrow_picks(picks, space, estimate, key_of, measured, random.Random(0))
     assert widened_again == 0 and all(a is b for a, b in zip(picks, again))
+    kept = frozenset(key_of(before) for before, _ in replaced[:1])  # the follow-up keeps its neighbours as built
+    held, _ = widen_narrow_picks(picks, space, estimate, key_of, set(), random.Random(0), kept)
+    assert [a is b for a, b in zip(picks, held) if key_of(a) in kept] == [True]
 
 
 def test_analyzer_climb_moves_tiles_only_and_improves_the_estimate(tensor_intrinsics):

@@ -13,9 +13,10 @@ Each visit is one replay with postprocessors (~40 ms on a tensor-core matmul) an
 from __future__ import annotations
 
 import random
-from typing import Callable, List
+from typing import Callable, Dict, Hashable, List, Optional, Tuple
 
 from .droplet import neighbour_decisions, tile_decisions
+from .fetch_width import decisions_but_operand_fetches, wide_fetch_variants
 
 
 def tile_moves(trace) -> List:
@@ -55,17 +56,25 @@ def climb(space, start, latency: Callable, steps: int, moves_per_step: int, rng:
     return visited
 
 
-def best_of_best_geometries(schedules: List, latency: Callable, geometry: Callable, count: int) -> List:
-    """The best-estimated member of each of the ``count`` best-estimated geometries of ``schedules``."""
-    chosen, geometries = [], set()
+def best_of_best_geometries(schedules: List, latency: Callable, geometry: Callable, count: int,
+                            per_geometry: int = 1, family: Optional[Callable] = None) -> List:
+    """The ``per_geometry`` best-estimated members of each of the ``count`` best-estimated geometries
+    of ``schedules``, geometry by geometry; with ``family``, no two members of one geometry share it."""
+    chosen: Dict[Hashable, List] = {}
+    families: Dict[Hashable, set] = {}
     for sch in sorted(schedules, key=latency):
-        if len(chosen) >= count or latency(sch) == float("inf"):
+        if latency(sch) == float("inf"):
             break
         key = geometry(sch)
-        if key not in geometries:
-            geometries.add(key)
-            chosen.append(sch)
-    return chosen
+        if key not in chosen:
+            if len(chosen) >= count:
+                continue
+            chosen[key], families[key] = [], set()
+        kin = family(sch) if family is not None else id(sch)
+        if len(chosen[key]) < per_geometry and kin not in families[key]:
+            families[key].add(kin)
+            chosen[key].append(sch)
+    return [sch for members in chosen.values() for sch in members]
 
 
 def climb_from_best_geometries(draft: List, space, latency: Callable, geometry: Callable, starts: int, steps: int,
@@ -74,3 +83,31 @@ def climb_from_best_geometries(draft: List, space, latency: Callable, geometry: 
     geometries of ``draft`` (duplicates of the draft or of each other included)."""
     return [visited for sch in best_of_best_geometries(draft, latency, geometry, starts)
             for visited in climb(space, sch, latency, steps, moves_per_step, rng)]
+
+
+def cold_climb(draft: List, space, latency: Callable, geometry: Callable, key_of: Callable, measured: set,
+               starts: int, steps: int, moves_per_step: int, rng: random.Random,
+               members: int = 1) -> Tuple[List, List]:
+    """(the schedules the climbs from ``draft``'s ``starts`` best geometries visit, the wide fetch-width
+    variants of the ``members`` best members of each of the ``starts`` best geometries after the climb),
+    each without what ``draft``, ``measured`` (structural hashes) or an earlier schedule already holds.
+
+    Members are told apart by their decisions other than the operand fetches: two that differ only
+    there have the same wide variants. More than one member matters where a geometry may take more
+    picks than one member has variants: the rest of its picks would go to its favourite variant again.
+    """
+    seen = {key_of(sch) for sch in draft} | measured
+
+    def unseen(schedules):
+        out = []
+        for sch in schedules:
+            key = key_of(sch)
+            if key not in seen:
+                seen.add(key)
+                out.append(sch)
+        return out
+
+    climbed = unseen(climb_from_best_geometries(draft, space, latency, geometry, starts, steps, moves_per_step, rng))
+    ends = best_of_best_geometries(draft + climbed, latency, geometry, starts, members,
+                                   lambda sch: decisions_but_operand_fetches(sch.trace))
+    return climbed, unseen(v for sch in ends for v in wide_fetch_variants(space, sch.trace, rng))

@@ -36,6 +36,14 @@ def operand_fetch_decisions(trace) -> List:
             if any(inst.outputs[0].same_as(value) for value in operand_draws)]
 
 
+def decisions_but_operand_fetches(trace) -> Tuple:
+    """``trace``'s decisions in program order, its operand fetches' draws left out: schedules of one
+    tiling that differ only in how wide they fetch their operands share it."""
+    fetches = operand_fetch_decisions(trace)
+    return tuple(str(trace.decisions[inst]) for inst in trace.insts
+                 if inst in trace.decisions and not any(inst.same_as(fetch) for fetch in fetches))
+
+
 def wide_fetch_variants(space, trace, rng, widest: int = 2) -> List:
     """``trace`` replayed with its operand fetches at every combination of their ``widest`` widest
     vector lengths but its own (the valid ones, replays drawing seeds from ``rng``).
@@ -84,12 +92,13 @@ def widest_fetch_variant(space, trace, seed: int) -> Optional[object]:
     return None
 
 
-def widen_narrow_picks(picks: List, space, estimate, key_of, measured: set, rng) -> Tuple[List, int]:
+def widen_narrow_picks(picks: List, space, estimate, key_of, measured: set, rng,
+                       kept: frozenset = frozenset()) -> Tuple[List, int]:
     """(``picks`` with each one that fetches an operand narrowly replaced by its widest-fetch
     variant where that is valid, new, and estimated no slower; how many were replaced).
 
     ``estimate(sch)`` is the analyzer's estimate, ``key_of(sch)`` the structural hash that
-    ``measured`` holds for what was measured before.
+    ``measured`` holds for what was measured before; picks whose hash is in ``kept`` stay as they are.
     """
     from ..analysis import has_narrow_fetch
 
@@ -98,7 +107,7 @@ def widen_narrow_picks(picks: List, space, estimate, key_of, measured: set, rng)
     for sch in picks:
         current = estimate(sch)
         wide = None
-        if has_narrow_fetch(current.features):
+        if key_of(sch) not in kept and has_narrow_fetch(current.features):
             wide = widest_fetch_variant(space, sch.trace, seed=rng.randrange(1, 1 << 30))
         key = key_of(wide) if wide is not None else None
         if wide is None or key in keys or key in measured or estimate(wide).latency_s > current.latency_s:

@@ -9,7 +9,7 @@ One round (``generate_measure_candidates``; docs/search.md has every parameter):
    longer with sharper parent choice (``cold_selection_power``) since the analyzer alone chooses
    what it measures; on a GPU the mutators also redraw categorical decisions (mutator.py) and the
    cold draft climbs from its best geometries one tile factor at a time (climb.py) and adds the wide
-   fetch-width variants of each one's best member (fetch_width.py).
+   fetch-width variants of each one's best members, as many as its capped picks need (fetch_width.py).
 3. **Verify**: the tuning cost model (PaCM) ranks the draft; the batch takes its best, an
    ``eps_greedy`` random share, and from round ``droplet_after`` on the best-ranked Droplet
    neighbours of the best measured schedule (droplet.py). A cold batch on a GPU is spread over
@@ -239,7 +239,7 @@ class PrunerSearch(PySearchStrategy):
         timing["draft"] = len(draft)
         if cold and self.settings.cold_climb_starts > 0:
             start = time.perf_counter()
-            climbed, variants = self._climb(draft)
+            climbed, variants = self._climb(draft, batch)
             draft.extend(climbed + variants)
             timing["climb_s"] = time.perf_counter() - start
             timing["climbed"], timing["fetch_variants"] = len(climbed), len(variants)
@@ -277,11 +277,8 @@ class PrunerSearch(PySearchStrategy):
         timing["verify_s"] = time.perf_counter() - start
         if self.settings.widen_cold_fetches:
             start = time.perf_counter()
-            neighbours = {self._key_of(s) for s in droplet}
-            kept = [s for s in picks if self._key_of(s) in neighbours]
-            widened, timing["widened"] = self._widen_fetches(
-                [s for s in picks if self._key_of(s) not in neighbours], self.measured | neighbours)
-            picks = kept + widened
+            neighbours = frozenset(self._key_of(s) for s in droplet)
+            picks, timing["widened"] = self._widen_fetches(picks, self.measured | neighbours, kept=neighbours)
             timing["widen_s"] = time.perf_counter() - start
         return picks
 
@@ -325,30 +322,17 @@ class PrunerSearch(PySearchStrategy):
         population.extend(fresh)
         return population, len(carried)
 
-    def _climb(self, draft: List):
-        """(new unmeasured schedules the analyzer climb visits (climb.py), and the wide fetch-width
-        variants of the best member of each geometry it climbed in, fetch_width.wide_fetch_variants)."""
-        from .climb import best_of_best_geometries, climb_from_best_geometries
-        from .fetch_width import wide_fetch_variants
+    def _climb(self, draft: List, batch: int):
+        """(new unmeasured schedules the analyzer climb visits, the wide fetch-width variants of the
+        best members of each climbed geometry): climb.cold_climb, with as many members as a geometry's
+        capped picks need to take each of the four variants of two operands' two widest draws once
+        (one member when no cap holds a geometry's picks)."""
+        from .climb import cold_climb
 
-        latency = lambda s: self._estimate(s).latency_s  # noqa: E731
-        seen = {self._key_of(sch) for sch in draft} | self.measured
-
-        def new(schedules):
-            out = []
-            for sch in schedules:
-                key = self._key_of(sch)
-                if key not in seen:
-                    seen.add(key)
-                    out.append(sch)
-            return out
-
-        starts = self.settings.cold_climb_starts
-        climbed = new(climb_from_best_geometries(draft, self.space, latency, self._geometry, starts,
-                                                 self.params["cold_climb_steps"], self.params["cold_climb_moves"],
-                                                 self.rng))
-        ends = best_of_best_geometries(draft + climbed, latency, self._geometry, starts)
-        return climbed, new(v for sch in ends for v in wide_fetch_variants(self.space, sch.trace, self.rng))
+        cap = self._cold_geometry_cap(batch)
+        return cold_climb(draft, self.space, lambda s: self._estimate(s).latency_s, self._geometry, self._key_of,
+                          self.measured, self.settings.cold_climb_starts, self.params["cold_climb_steps"],
+                          self.params["cold_climb_moves"], self.rng, members=-(-cap // 4) if cap else 1)
 
     def _cold_geometry_cap(self, batch: int) -> Optional[int]:
         if self.settings.cold_geometry_share >= 1.0:
@@ -381,10 +365,10 @@ class PrunerSearch(PySearchStrategy):
         return spread_variants(ranked, self._geometry, lambda s: operand_fetch_bytes(self._estimate(s).features),
                                lambda s: self._estimate(s).latency_s, band)
 
-    def _widen_fetches(self, picks: List, excluded: set):
+    def _widen_fetches(self, picks: List, excluded: set, kept: frozenset = frozenset()):
         from .fetch_width import widen_narrow_picks
 
-        return widen_narrow_picks(picks, self.space, self._estimate, self._key_of, excluded, self.rng)
+        return widen_narrow_picks(picks, self.space, self._estimate, self._key_of, excluded, self.rng, kept)
 
     def _estimate(self, sch):
         """The analyzer's estimate of ``sch``, computed once a round."""
