@@ -16,7 +16,7 @@ import random
 from typing import Callable, Dict, Hashable, List, Optional, Tuple
 
 from .droplet import neighbour_decisions, tile_decisions
-from .fetch_width import decisions_but_operand_fetches, wide_fetch_variants
+from .fetch_width import decisions_but_operand_fetches, wide_fetch_variant_traces
 
 
 def tile_moves(trace) -> List:
@@ -110,4 +110,5 @@ def cold_climb(draft: List, space, latency: Callable, geometry: Callable, key_of
     climbed = unseen(climb_from_best_geometries(draft, space, latency, geometry, starts, steps, moves_per_step, rng))
     ends = best_of_best_geometries(draft + climbed, latency, geometry, starts, members,
                                    lambda sch: decisions_but_operand_fetches(sch.trace))
-    return climbed, unseen(v for sch in ends for v in wide_fetch_variants(space, sch.trace, rng))
+    traces = [variant for sch in ends for variant in wide_fetch_variant_traces(sch.trace)]
+    return climbed, unseen(space.replay_valid(traces, rng) if traces else [])

@@ -52,6 +52,13 @@ def wide_fetch_variants(space, trace, rng, widest: int = 2) -> List:
     and the H100 measured a few percent apart in either direction (docs/search.md): a cold batch
     takes them in turn (geometry.spread_variants), which it can only do if the draft holds them.
     """
+    traces = wide_fetch_variant_traces(trace, widest)
+    return space.replay_valid(traces, rng) if traces else []
+
+
+def wide_fetch_variant_traces(trace, widest: int = 2) -> List:
+    """The traces ``wide_fetch_variants`` replays: callers with several traces replay them all in
+    one ``DesignSpace.replay_valid``, on as many threads as there are traces."""
     base = trace.simplified(remove_postproc=True)
     decisions = operand_fetch_decisions(base)
     own = tuple(int(base.decisions[inst]) for inst in decisions)
@@ -65,7 +72,7 @@ def wide_fetch_variants(space, trace, rng, widest: int = 2) -> List:
             if index != current:
                 variant = variant.with_decision(inst, index, remove_postproc=True)
         traces.append(variant)
-    return space.replay_valid(traces, rng) if traces else []
+    return traces
 
 
 def widest_fetch_variant(space, trace, seed: int) -> Optional[object]:

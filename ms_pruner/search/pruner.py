@@ -325,14 +325,15 @@ class PrunerSearch(PySearchStrategy):
     def _climb(self, draft: List, batch: int):
         """(new unmeasured schedules the analyzer climb visits, the wide fetch-width variants of the
         best members of each climbed geometry): climb.cold_climb, with as many members as a geometry's
-        capped picks need to take each of the four variants of two operands' two widest draws once
-        (one member when no cap holds a geometry's picks)."""
+        capped picks need to alternate between two tied variants (half the cap): the matmul ties
+        four variants of two operands' two widest draws, the conv2d layer two (docs/search.md); one
+        member when no cap holds a geometry's picks."""
         from .climb import cold_climb
 
         cap = self._cold_geometry_cap(batch)
         return cold_climb(draft, self.space, lambda s: self._estimate(s).latency_s, self._geometry, self._key_of,
                           self.measured, self.settings.cold_climb_starts, self.params["cold_climb_steps"],
-                          self.params["cold_climb_moves"], self.rng, members=-(-cap // 4) if cap else 1)
+                          self.params["cold_climb_moves"], self.rng, members=-(-cap // 2) if cap else 1)
 
     def _cold_geometry_cap(self, batch: int) -> Optional[int]:
         if self.settings.cold_geometry_share >= 1.0:
