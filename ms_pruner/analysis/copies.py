@@ -15,11 +15,12 @@ hash of the block with its loop variables, plus the loops' extents, kinds and th
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
 from .access import (WarpAccess, _int, predicate_ratio, scalar_requests, scalarized_vector_loop, vector_loops,
                      warp_access)
 from .index_cost import address_divisions
+from .memory import BoundedMemory
 
 # Copies remembered at most (each a few hundred bytes); past that the memory starts again.
 REMEMBERED_COPIES = 1 << 16
@@ -90,7 +91,7 @@ def pad_ratio(realize, store, loops: Sequence, loop_vars: Sequence, own_start: i
     return ratio
 
 
-class CopyMemory:
+class CopyMemory(BoundedMemory):
     """``copy_facts`` kept by structure: the block realize with its enclosing loop variables hashed
     together (loop variables mapped by position, so the same copy in another candidate, whose
     variables are other objects, hashes alike), and the loops' own description.
@@ -100,28 +101,20 @@ class CopyMemory:
     no more than the hash would."""
 
     def __init__(self, capacity: int = REMEMBERED_COPIES):
-        self.capacity = capacity
-        self.facts: Dict[Tuple, CopyFacts] = {}
-        self.computed = 0
-        self.asked = 0
+        super().__init__(capacity)
 
-    def get(self, realize, store, loops: Sequence, loop_vars: Sequence, own_start: int, align,
-            warp_size: int = 32) -> CopyFacts:
+    def facts(self, realize, store, loops: Sequence, loop_vars: Sequence, own_start: int, align,
+              warp_size: int = 32) -> CopyFacts:
         import tvm_ffi
 
-        if not in_gpu_kernel(loops):
+        def compute() -> CopyFacts:
             return copy_facts(realize, store, loops, loop_vars, own_start, align, warp_size)
-        self.asked += 1
+
+        if not in_gpu_kernel(loops):
+            return compute()
         key = (int(tvm_ffi.structural_hash(tvm_ffi.convert([*loop_vars, realize]), map_free_vars=True)),
                tuple((loop.extent, loop.kind, loop.thread) for loop in loops), own_start, warp_size)
-        facts = self.facts.get(key)
-        if facts is None:
-            facts = copy_facts(realize, store, loops, loop_vars, own_start, align, warp_size)
-            if len(self.facts) >= self.capacity:
-                self.facts.clear()
-            self.facts[key] = facts
-            self.computed += 1
-        return facts
+        return self.get(key, compute)
 
 
 COPY_MEMORY = CopyMemory()

@@ -256,7 +256,7 @@ class _Walker:
         """Once every block's own loops are known: memory patterns and storage_align padding
         (copies.py), from ``memory`` where an earlier candidate had the same copy."""
         for info, realize, store, align, loop_vars in self.pending_copies:
-            facts = memory.get(realize, store, info.loops, loop_vars, info.own_start, align, warp_size)
+            facts = memory.facts(realize, store, info.loops, loop_vars, info.own_start, align, warp_size)
             info.active_ratio = facts.active_ratio
             info.access = facts.access
             info.address_divisions = facts.address_divisions

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Optional
 
 import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from ..analysis import StaticAnalyzer
+from ..analysis.memory import BoundedMemory
 
 # Scores remembered at most (a few MB); past that the memory starts again.
 REMEMBERED_SCORES = 1 << 16
@@ -25,16 +26,17 @@ class PSACostModel(PyCostModel):
 
     Evolution scores its whole population every generation, and a parent copied without a mutation,
     a child that undoes its parent's mutation and a member carried over from the last round come back
-    as the same program: each program's score is kept by structural hash (``scores``, which two models
-    of one analyzer may share), so the analyzer reads it once; a hash costs a fraction of an estimate.
-    ``estimated`` counts the analyzer's estimates, ``calls`` every score asked for.
+    as the same program: each program's score is kept by structural hash (``scores``, a
+    memory.BoundedMemory that two models of one analyzer may share), so the analyzer reads it once;
+    a hash costs a fraction of an estimate. ``estimated`` counts this model's estimates, ``calls``
+    every score asked of it.
     """
 
-    def __init__(self, analyzer: StaticAnalyzer, power: float = 1.0, scores: Optional[Dict[int, float]] = None):
+    def __init__(self, analyzer: StaticAnalyzer, power: float = 1.0, scores: Optional[BoundedMemory] = None):
         super().__init__()
         self.analyzer = analyzer
         self.power = power
-        self.scores = scores if scores is not None else {}
+        self.scores = scores if scores is not None else BoundedMemory(REMEMBERED_SCORES)
         self.calls = 0
         self.estimated = 0
         self.seconds = 0.0
@@ -62,12 +64,8 @@ class PSACostModel(PyCostModel):
     def _score(self, mod) -> float:
         import tvm_ffi
 
-        key = int(tvm_ffi.structural_hash(mod))
-        score = self.scores.get(key)
-        if score is None:
-            score = self.analyzer.estimate(mod).score
-            if len(self.scores) >= REMEMBERED_SCORES:
-                self.scores.clear()
-            self.scores[key] = score
+        def estimate() -> float:
             self.estimated += 1
-        return score
+            return self.analyzer.estimate(mod).score
+
+        return self.scores.get(int(tvm_ffi.structural_hash(mod)), estimate)

@@ -1,0 +1,41 @@
+"""A bounded memory of computed values, for the analyzer's work that repeats across candidates.
+
+The candidates of one search share most of their programs and copy blocks: evolution scores a
+parent copied unmutated again, and a mutation leaves most copies as they were. Keyed by a
+structural hash, each such value is computed once; past ``capacity`` keys the memory starts
+again, which costs only recomputation.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Hashable, TypeVar
+
+Value = TypeVar("Value")
+
+
+class BoundedMemory:
+    """``get(key, compute)``: the value kept under ``key``, or ``compute()`` kept there.
+
+    ``asked`` counts lookups and ``computed`` the values computed, so a caller can report how much
+    the memory saved over a stretch of work (a search round) by differencing them.
+    """
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.values: Dict[Hashable, object] = {}
+        self.asked = 0
+        self.computed = 0
+
+    def get(self, key: Hashable, compute: Callable[[], Value]) -> Value:
+        self.asked += 1
+        if key in self.values:
+            return self.values[key]
+        value = compute()
+        if len(self.values) >= self.capacity:
+            self.values.clear()
+        self.values[key] = value
+        self.computed += 1
+        return value
+
+    def __len__(self) -> int:
+        return len(self.values)
