@@ -7,7 +7,9 @@ This asks the measured databases what such a move is worth: for every record mea
 target and ``margin`` above it (a near miss, like a cold round's best), the records of the same
 sketch that differ from it in exactly one sampled decision (``search.steps_apart``), and how many of
 those measured at or below the target, beside the share at the target among all records up to
-the margin (what a draw among near misses and hits would give). Only what was measured counts: the
+the margin (what a draw among near misses and hits would give), and both counts by what the one
+decision sets (``by_decision``: a tile split, an operand's fetch width, the unroll depth, ...;
+``search.decision_kinds``). Only what was measured counts: the
 searches that made the records chose which neighbours exist, so this describes those neighbours,
 not a random draw.
 """
@@ -22,15 +24,16 @@ from _common import command_line, machine, write_json  # noqa: E402
 
 
 def measured(paths):
-    """(latency in us, decision values, database) of every valid record of every database."""
-    from ms_pruner.search import decision_values
+    """(latency in us, decision values, database, decision kinds) of every valid record of every database."""
+    from ms_pruner.search import decision_kinds, decision_values
     from ms_pruner.tuning.records import is_valid, mean_latency, records_in_file_order
 
     rows = []
     for path in paths:
         for record in records_in_file_order(path):
             if is_valid(record):
-                rows.append((mean_latency(record) * 1e6, decision_values(record.trace), path))
+                rows.append((mean_latency(record) * 1e6, decision_values(record.trace), path,
+                             decision_kinds(record.trace)))
     return rows
 
 
@@ -40,8 +43,14 @@ def neighbour_reach(rows, target_us: float, margin: float) -> dict:
 
     near = [r for r in rows if target_us < r[0] <= target_us * (1 + margin)]
     starts, pairs, hits = [], 0, 0
-    for latency, values, _ in near:
-        around = sorted(lat for lat, other, _ in rows if steps_apart(values, other) == 1)
+    by_decision = collections.defaultdict(lambda: {"pairs": 0, "at_target": 0})
+    for latency, values, _, kinds in near:
+        around = sorted((lat, other) for lat, other, _, _ in rows if steps_apart(values, other) == 1)
+        for lat, other in around:
+            moved = by_decision[next(kind for kind, a, b in zip(kinds, values, other) if a != b)]
+            moved["pairs"] += 1
+            moved["at_target"] += lat <= target_us
+        around = [lat for lat, _ in around]
         reached = [lat for lat in around if lat <= target_us]
         starts.append({"latency_us": latency, "neighbours": len(around), "at_target": len(reached),
                        "best_neighbour_us": around[0] if around else None})
@@ -58,6 +67,8 @@ def neighbour_reach(rows, target_us: float, margin: float) -> dict:
         # For scale: a record drawn from the near misses and those at the target together.
         "share_at_target_among_near_misses_and_hits": at_target / max(1, at_target + len(near)),
         "neighbours_per_near_miss": collections.Counter(s["neighbours"] for s in starts).most_common(),
+        "by_decision": {kind: {**counts, "share_at_target": counts["at_target"] / counts["pairs"]}
+                        for kind, counts in sorted(by_decision.items(), key=lambda item: -item[1]["pairs"])},
         "starts": sorted(starts, key=lambda s: s["latency_us"]),
     }
 

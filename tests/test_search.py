@@ -446,6 +446,17 @@ def test_wide_fetch_variants_cover_the_two_widest_draws_of_each_operand_fetch(te
     family = decisions_but_operand_fetches(base)  # the decisions but the operand fetches': the same in each
     assert all(decisions_but_operand_fetches(v.trace) == family for v in variants)
     assert any(decisions_but_operand_fetches(other.trace) != family for other in space.sample(2, seed=4))
+    # What each decision sets (scripts/neighbour_reach.py counts measured neighbours by it): a variant
+    # differs from its base in an operand fetch only, and the kinds name the sketch's decisions.
+    from ms_pruner.search import decision_kinds, decision_values
+
+    kinds = decision_kinds(base)
+    assert len(kinds) == len(decision_values(base)) and kinds.count("meta_schedule.cooperative_fetch") == 1
+    assert {"tile 0", "tile 1", "tile 2", "operand fetch 0", "operand fetch 1",
+            "meta_schedule.unroll_explicit"} <= set(kinds)
+    for variant in variants:
+        moved = {kind for kind, a, b in zip(kinds, decision_values(base), decision_values(variant.trace)) if a != b}
+        assert moved and moved <= {"operand fetch 0", "operand fetch 1"}
 
 
 def test_widening_replaces_narrow_picks_by_new_variants_estimated_no_slower(tensor_intrinsics):

@@ -75,6 +75,34 @@ def decision_values(trace) -> Tuple[str, ...]:
     return tuple(str(base.decisions[inst]) for inst in base.insts if inst in base.decisions)
 
 
+def decision_kinds(trace) -> Tuple[str, ...]:
+    """What each decision of ``decision_values(trace)`` sets, in the same order: ``tile N`` (the
+    Nth tile split of the trace), ``operand fetch N`` (the vector length of the Nth operand's copy
+    into shared memory), else the annotation its draw feeds (``meta_schedule.cooperative_fetch``
+    for the write-back's, ``meta_schedule.unroll_explicit``) or ``categorical``. Lets measured
+    one-decision neighbours be told apart by what moved (scripts/neighbour_reach.py)."""
+    from .fetch_width import operand_fetch_decisions
+
+    base = trace.simplified(remove_postproc=True)
+    operands = operand_fetch_decisions(base)
+    annotations = [(inst.inputs[1], str(inst.attrs[0])) for inst in base.insts
+                   if inst.kind.name == "Annotate" and len(inst.inputs) > 1 and hasattr(inst.inputs[1], "same_as")]
+    kinds, tiles = [], 0
+    for inst in base.insts:
+        if inst not in base.decisions:
+            continue
+        if inst.kind.name == "SamplePerfectTile":
+            kinds.append(f"tile {tiles}")
+            tiles += 1
+            continue
+        operand = next((i for i, fetch in enumerate(operands) if inst.same_as(fetch)), None)
+        if operand is not None:
+            kinds.append(f"operand fetch {operand}")
+            continue
+        kinds.append(next((key for value, key in annotations if value.same_as(inst.outputs[0])), "categorical"))
+    return tuple(kinds)
+
+
 def steps_apart(left: Tuple[str, ...], right: Tuple[str, ...]) -> int:
     """How many decisions two ``decision_values`` differ in (unbounded for different sketches)."""
     if len(left) != len(right):
