@@ -540,6 +540,66 @@ def test_analyzer_climb_moves_tiles_only_and_improves_the_estimate(tensor_intrin
     assert len({tile_decisions(s.trace.simplified(remove_postproc=True)) for s in visited}) == len(visited)
 
 
+def test_cold_climb_adds_the_wide_variants_of_several_members_of_a_geometry(tensor_intrinsics):
+    """``climb.cold_climb`` with ``members=2``: a geometry whose draft holds two members of different
+    families (here the best sample and the same kernel with another unroll depth) gets the wide
+    fetch-width variants of both, each variant of its member's family and geometry, none already in
+    the draft; with one member only the best one's."""
+    import random
+
+    import tvm_ffi
+
+    from ms_pruner.analysis import StaticAnalyzer, kernel_geometry
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace, decision_kinds, neighbour_decisions
+    from ms_pruner.search.climb import cold_climb
+    from ms_pruner.search.fetch_width import decisions_but_operand_fetches
+
+    target = get_gpu_spec("h100").target()
+    space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
+    analyzer = StaticAnalyzer.for_target(target)
+    estimates = {}
+
+    def key_of(sch):
+        return int(tvm_ffi.structural_hash(sch.mod))
+
+    def latency(sch):
+        if key_of(sch) not in estimates:
+            estimates[key_of(sch)] = analyzer.estimate(sch.mod)
+        return estimates[key_of(sch)].latency_s
+
+    def geometry(sch):
+        latency(sch)
+        return kernel_geometry(estimates[key_of(sch)].features)
+
+    samples = space.sample(8, seed=5)
+    best = min(samples, key=latency)
+    base = best.trace.simplified(remove_postproc=True)
+    unroll = [inst for inst, kind in zip([i for i in base.insts if i in base.decisions], decision_kinds(base))
+              if kind == "meta_schedule.unroll_explicit"]
+    moves = [(inst, value) for inst, value in neighbour_decisions(base) if any(inst.same_as(u) for u in unroll)]
+    kin = space.replay_valid([base.with_decision(inst, value, remove_postproc=True) for inst, value in moves],
+                             random.Random(1))
+    assert kin and geometry(kin[0]) == geometry(best)
+    draft = samples + kin[:1]
+    families = {decisions_but_operand_fetches(s.trace) for s in (best, kin[0])}
+    assert len(families) == 2
+
+    def variants_of(members):
+        # No climbing steps: the geometry's members are the draft's two (the climb has its own test).
+        climbed, variants = cold_climb(draft, space, latency, geometry, key_of, set(), starts=1, steps=0,
+                                       moves_per_step=0, rng=random.Random(0), members=members)
+        assert not climbed
+        assert not {key_of(v) for v in variants} & {key_of(s) for s in draft + climbed}
+        return climbed, variants
+
+    _, variants = variants_of(2)
+    assert {decisions_but_operand_fetches(v.trace) for v in variants} == families
+    assert all(geometry(v) == geometry(best) for v in variants)
+    _, alone = variants_of(1)
+    assert {decisions_but_operand_fetches(v.trace) for v in alone} == {decisions_but_operand_fetches(best.trace)}
+
+
 def test_cold_round_caps_the_picks_of_one_geometry(tensor_intrinsics):
     """Variants differing only in categorical decisions (fetch width, unroll) are one kernel geometry;
     members of a geometry past the cap go behind every other geometry's, rank order kept in each part."""
