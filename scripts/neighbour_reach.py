@@ -45,12 +45,12 @@ def neighbour_reach(rows, target_us: float, margin: float) -> dict:
     starts, pairs, hits = [], 0, 0
     by_decision = collections.defaultdict(lambda: {"pairs": 0, "at_target": 0})
     for latency, values, _, kinds in near:
-        around = sorted((lat, other) for lat, other, _, _ in rows if steps_apart(values, other) == 1)
-        for lat, other in around:
+        neighbours = [(lat, other) for lat, other, _, _ in rows if steps_apart(values, other) == 1]
+        for lat, other in neighbours:
             moved = by_decision[next(kind for kind, a, b in zip(kinds, values, other) if a != b)]
             moved["pairs"] += 1
             moved["at_target"] += lat <= target_us
-        around = [lat for lat, _ in around]
+        around = sorted(lat for lat, _ in neighbours)
         reached = [lat for lat in around if lat <= target_us]
         starts.append({"latency_us": latency, "neighbours": len(around), "at_target": len(reached),
                        "best_neighbour_us": around[0] if around else None})

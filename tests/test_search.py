@@ -418,7 +418,7 @@ def test_wide_fetch_variants_cover_the_two_widest_draws_of_each_operand_fetch(te
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import DesignSpace, tile_decisions
     from ms_pruner.search.fetch_width import (cooperative_fetch_decisions, decisions_but_operand_fetches,
-                                              operand_fetch_decisions, wide_fetch_variants)
+                                              operand_fetch_decisions, wide_fetch_variant_traces)
 
     target = get_gpu_spec("h100").target()
     space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
@@ -428,7 +428,7 @@ def test_wide_fetch_variants_cover_the_two_widest_draws_of_each_operand_fetch(te
     operands = operand_fetch_decisions(base)
     write_back = [inst for inst in cooperative_fetch_decisions(base) if not any(inst.same_as(o) for o in operands)]
     assert len(operands) == 2 and len(write_back) == 1
-    variants = wide_fetch_variants(space, sch.trace, random.Random(0))
+    variants = space.replay_valid(wide_fetch_variant_traces(sch.trace), random.Random(0))
     own = tuple(int(base.decisions[inst]) for inst in operands)
     draws = set()
     for variant in variants:

@@ -44,21 +44,15 @@ def decisions_but_operand_fetches(trace) -> Tuple:
                  if inst in trace.decisions and not any(inst.same_as(fetch) for fetch in fetches))
 
 
-def wide_fetch_variants(space, trace, rng, widest: int = 2) -> List:
-    """``trace`` replayed with its operand fetches at every combination of their ``widest`` widest
-    vector lengths but its own (the valid ones, replays drawing seeds from ``rng``).
+def wide_fetch_variant_traces(trace, widest: int = 2) -> List:
+    """``trace`` with its operand fetches at every combination of their ``widest`` widest vector
+    lengths but its own, postprocessors removed: replayed (``DesignSpace.replay_valid``, all of a
+    round's at once, on the context's threads), the valid ones are the wide fetch-width variants.
 
     These are the variants of one tiling that the analyzer estimates within about 1% of each other
     and the H100 measured a few percent apart in either direction (docs/search.md): a cold batch
     takes them in turn (geometry.spread_variants), which it can only do if the draft holds them.
     """
-    traces = wide_fetch_variant_traces(trace, widest)
-    return space.replay_valid(traces, rng) if traces else []
-
-
-def wide_fetch_variant_traces(trace, widest: int = 2) -> List:
-    """The traces ``wide_fetch_variants`` replays: callers with several traces replay them all in
-    one ``DesignSpace.replay_valid``, on as many threads as there are traces."""
     base = trace.simplified(remove_postproc=True)
     decisions = operand_fetch_decisions(base)
     own = tuple(int(base.decisions[inst]) for inst in decisions)
