@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One step of the GPU work the issues ask for, sized for one device call (<= 10 min).
 #
-# A lent GPU gives 30 min in all and 10 min a call, so the work is cut into steps that each fit,
-# in priority order. Results accumulate in $KEEP (kept while the machine stays warm) and every
-# step copies the small files of all steps so far to $OUT, so the latest call's files are the
-# whole picture. After staging (DEVELOPERS.md), call on the device, one step per call:
+# A lent GPU gives 15 min in all (its start included) and 10 min a call, so the work is cut into
+# steps that each fit, in priority order, and a lending goes on with what the last one committed
+# (`restore`). Results accumulate in $KEEP (kept while the machine stays warm) and every step packs
+# the small files of all steps so far into $OUT, so the latest call's files are the whole picture.
+# After staging (DEVELOPERS.md), call on the device, one step per call:
 #
 #   bash scripts/gpu_session.sh smoke             # 16 trials of a 1024^3 fp16 matmul: does it all work here?
 #   bash scripts/gpu_session.sh matmul-stock      # issue 5: stock MS, 256 trials, our builder
@@ -12,6 +13,7 @@
 #   bash scripts/gpu_session.sh conv-stock        # issue 5: the conv2d layer, stock
 #   bash scripts/gpu_session.sh conv-pruner       # issue 5: the conv2d layer, Pruner
 #   bash scripts/gpu_session.sh issue5            # issue 5: the four runs above in one process, conv2d first
+#   bash scripts/gpu_session.sh restore           # first: go on with the runs an earlier lending committed
 #   bash scripts/gpu_session.sh builder-stock     # issue 2: stock builder, 64 trials (ours = matmul-stock)
 #   bash scripts/gpu_session.sh conv-replay       # issue 3: 128 random conv2d candidates + analyze
 #   bash scripts/gpu_session.sh models-stock      # issue 6: bert-layer + resnet-block, stock
@@ -106,6 +108,12 @@ models() {
                 --seed 0 --work-dir "$KEEP/smoke" --no-progress
             python3 -m ms_pruner show --work-dir "$KEEP/smoke" | tee "$KEEP/smoke.txt"
             grep -q "valid); best" "$KEEP/smoke.txt" || echo "== SMOKE FAILED: no valid measurement; read $KEEP/smoke/logs before spending more device time" ;;
+        restore)
+            # Go on with the comparison an earlier lending committed (compare.json + work.tgz under
+            # $RESTORE): finished runs stay, a cut run resumes; refused (exit 1) on another GPU.
+            [ -e "$KEEP/compare/compare.json" ] && echo "== $KEEP/compare already holds a comparison; not restoring" ||
+                python3 scripts/restore_runs.py --from "${RESTORE:-docs/results/h100}" --out "$KEEP/compare" \
+                    --target "$TARGET" --trials "$TRIALS" --per-iter "$PER_ITER" ;;
         matmul-stock) compare "$MM" stock ;;
         matmul-pruner) compare "$MM" pruner ;;
         conv-stock) compare "$CONV" stock ;;
@@ -136,22 +144,13 @@ models() {
     echo "== $step done $(date -u +%FT%TZ)"
 } 2>&1 | tee -a "$KEEP/session.log"
 
-# Small files only (databases, logs, JSON, tables, plots); built kernels stay behind.
-python3 - "$KEEP" "$OUT" <<'EOF'
-import os, shutil, sys
-keep, out = (os.path.abspath(p) for p in sys.argv[1:])
-copied = 0
-for root, dirs, files in os.walk(keep):
-    dirs[:] = [d for d in dirs if os.path.join(root, d) != out]
-    for name in files:
-        src = os.path.join(root, name)
-        if os.path.getsize(src) < (16 << 20) and not name.endswith((".so", ".cubin", ".tar")):
-            dst = os.path.join(out, os.path.relpath(src, keep))
-            os.makedirs(os.path.dirname(dst), exist_ok=True)
-            shutil.copy2(src, dst)
-            copied += 1
-print(f"copied {copied} files to {out}")
-EOF
-# The device gives back only shallow paths; the run dirs' databases and round logs sit deeper
-# (compare/work/<workload>/<run>/), so they come back packed too.
-(cd "$KEEP" && find . -path ./out -prune -o \( -name '*.json' -o -name '*.jsonl' \) -print | tar czf "$OUT/records.tgz" -T -)
+# The device gives back at most 8 files, 2 folders down: the comparison's work dirs as
+# scripts/restore_runs.py reads them (work.tgz: databases, round logs), every other small file under
+# $KEEP (keep.tgz; built kernels stay behind), and beside them the session log and the comparison.
+small=(-type f -size -16M ! -name '*.so' ! -name '*.cubin' ! -name '*.tar' ! -name '*.tgz')
+[ ! -d "$KEEP/compare/work" ] || (cd "$KEEP/compare" && find work "${small[@]}" -print | tar czf "$OUT/work.tgz" -T -)
+(cd "$KEEP" && find . \( -path ./out -o -path ./compare/work \) -prune -o "${small[@]}" -print | tar czf "$OUT/keep.tgz" -T -)
+for name in session.log compare/compare.json compare/compare.md compare/compare.png; do
+    [ ! -e "$KEEP/$name" ] || cp "$KEEP/$name" "$OUT/"
+done
+echo "wrote $(ls "$OUT" | tr '\n' ' ')to $OUT"

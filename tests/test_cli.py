@@ -304,3 +304,50 @@ def test_compare_counts_a_call_cut_before_its_first_round(tmp_path):
     assert run["work_dir"] == work_dir and run["calls"] == 2
     assert [(p["round"], p["call"]) for p in run["curve"]] == [(0, 1), (1, 1)]
     assert "round 0 (call 2)" in (out / "compare.md").read_text()
+
+
+def test_a_comparison_restored_on_another_machine_resumes_its_cut_run(tmp_path):
+    """A lending's comparison, cut with a run pending, is committed as compare.json plus an archive of its work
+    dirs; restored under another --out (another machine's), `compare` resumes that run from its records there,
+    and a comparison made under other settings is refused before anything is unpacked."""
+    import shutil
+    import tarfile
+
+    from ms_pruner.errors import UserError
+    from ms_pruner.hardware import resolve_target
+    from ms_pruner.tuning import tune_tir
+    from ms_pruner.tuning.compare import comparison_settings, restore_comparison
+    from ms_pruner.workloads import parse_workload
+
+    lent = tmp_path / "lent" / "compare"
+    cut_dir = lent / "work" / SPEC.replace(":", "_") / "stock-cut"
+    choice = resolve_target("llvm")
+    tune_tir(parse_workload(SPEC).prim_func(), choice.target, str(cut_dir), 8, strategy="stock", seed=0,
+             num_trials_per_iter=8, progress=False)
+    settings = comparison_settings(choice, 16, 8, 0, "pruner")
+    cut = {"flops": parse_workload(SPEC).flops, "runs": {}, "pending": {"stock": str(cut_dir)}, "calls": {"stock": 1}}
+    committed = tmp_path / "committed"
+    (committed / "compare").mkdir(parents=True)
+    (committed / "compare" / "compare.json").write_text(json.dumps(dict(settings, workloads={SPEC: cut})))
+    with tarfile.open(committed / "work.tgz", "w:gz") as archive:
+        archive.add(lent / "work", arcname="work")
+    kept = _record_keys(cut_dir)
+    shutil.rmtree(tmp_path / "lent")
+
+    with pytest.raises(UserError, match="its runs cannot go on here"):
+        restore_comparison(str(committed / "compare" / "compare.json"), str(committed / "work.tgz"),
+                           str(tmp_path / "other"), comparison_settings(choice, 32, 8, 0, "pruner"))
+    assert not (tmp_path / "other").exists()
+
+    out = tmp_path / "here"
+    restore_comparison(str(committed / "compare" / "compare.json"), str(committed / "work.tgz"), str(out), settings)
+    with pytest.raises(UserError, match="already holds a comparison"):
+        restore_comparison(str(committed / "compare" / "compare.json"), str(committed / "work.tgz"), str(out),
+                           settings)
+    assert main(["compare", "--workload", SPEC, "--target", "llvm", "--trials", "16", "--per-iter", "8",
+                 "--strategies", "stock", "--seed", "0", "--out", str(out), "--no-progress"]) == 0
+    run = json.loads((out / "compare.json").read_text())["workloads"][SPEC]["runs"]["stock"]
+    moved = out / "work" / SPEC.replace(":", "_") / "stock-cut"
+    assert run["work_dir"] == str(moved) and run["calls"] == 2
+    assert [(p["round"], p["trials"], p["call"]) for p in run["curve"]] == [(0, 8, 0), (1, 16, 1)]
+    assert _record_keys(moved)[:8] == kept and len(_record_keys(moved)) == 16
