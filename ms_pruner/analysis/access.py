@@ -132,24 +132,42 @@ def predicate_ratio(realize, loops, loop_vars, own_start: int) -> float:
     return float(np.count_nonzero(kept)) / size
 
 
-def index_strides(realize, region, loop_vars, loops) -> Tuple[int, ...]:
-    """Per enclosing loop, how far (in elements) one step of it moves a block access; 0 = invariant.
+def index_strides(realize, regions, loop_vars, loops) -> List[Tuple[int, ...]]:
+    """Per region of a block, per enclosing loop: how far (in elements) one step of the loop moves
+    the access; 0 = invariant.
 
-    The region's start is evaluated at every loop's first, second and last value (others at 0).
+    Each region's start is evaluated at every loop's first, second and last value (others at 0).
     A fused loop that reaches the index only through a floordiv moves it at its last value, not at
     its second: such a loop gets the average step over its range, so it still counts as moving
-    the access. An index the compiler cannot read moves with every loop (no reuse assumed).
+    the access. An index the compiler cannot read moves with every loop (no reuse assumed). The
+    block's iteration variables are evaluated at those points once and shared by its regions.
     """
     count = len(loops)
-    fn = _Compiler({_key(var): i for i, var in enumerate(loop_vars)}, _bindings(realize)).flat_index(
-        [rng.min for rng in region.region], _shape(region.source))
-    if fn is None:
-        return (1,) * count
     points = np.zeros((count, 2 * count + 1), dtype=np.int64)
     for i, loop in enumerate(loops):
         points[i, 1 + i] = 1
         points[i, 1 + count + i] = max(0, loop.extent - 1)
-    flat = np.broadcast_to(np.asarray(fn(list(points)), dtype=np.int64), (2 * count + 1,))
+    rows = list(points)
+    slots = {_key(var): i for i, var in enumerate(loop_vars)}
+    over_loops = _Compiler(dict(slots), {})
+    unread = {}
+    for iv, value in zip(realize.block.iter_vars, realize.iter_values):
+        fn = over_loops.build(value)
+        if fn is None:
+            unread[_key(iv.var)] = value
+            continue
+        slots[_key(iv.var)] = len(rows)
+        rows.append(fn(rows))
+    compiler = _Compiler(slots, unread)
+    return [_strides(compiler.flat_index([rng.min for rng in region.region], _shape(region.source)), rows, loops)
+            for region in regions]
+
+
+def _strides(fn: Optional[Callable], rows: list, loops) -> Tuple[int, ...]:
+    count = len(loops)
+    if fn is None:
+        return (1,) * count
+    flat = np.broadcast_to(np.asarray(fn(rows), dtype=np.int64), (2 * count + 1,))
     strides = []
     for i, loop in enumerate(loops):
         step = int(flat[1 + i] - flat[0])

@@ -230,9 +230,10 @@ class _Walker:
         reads = [_access(r) for r in block.reads]
         writes = [_access(w) for w in block.writes]
         if self.strides:
-            reads, writes = ([dataclasses.replace(a, strides=index_strides(realize, r, self.loop_vars, self.loops))
-                              for a, r in zip(accesses, regions)]
-                             for accesses, regions in ((reads, block.reads), (writes, block.writes)))
+            strides = index_strides(realize, list(block.reads) + list(block.writes), self.loop_vars, self.loops)
+            reads, writes = ([dataclasses.replace(a, strides=st) for a, st in zip(accesses, block_strides)]
+                             for accesses, block_strides in ((reads, strides[:len(reads)]),
+                                                             (writes, strides[len(reads):])))
         info = BlockInfo(
             name=str(block.name_hint),
             loops=tuple(self.loops),
