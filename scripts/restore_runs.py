@@ -5,7 +5,7 @@
 ``--from`` holds what that lending committed: ``compare/compare.json`` and ``work.tgz`` (its work
 dirs, ``work/<workload>/<run>/``). They are unpacked under ``--out`` with the work dirs moved there,
 so that the next ``ms-pruner compare --out`` with the same settings keeps the finished runs and
-resumes the cut one from its records (``ms_pruner.tuning.compare.restore_comparison``). The target
+resumes the cut one from its records (``ms_pruner.tuning.restore.restore_comparison``). The target
 is resolved as ``compare --target`` resolves it, so a machine with another GPU is refused here,
 before any tuning starts. Exit 1 with one line when nothing was restored.
 """
@@ -30,7 +30,8 @@ def main() -> int:
     args = parser.parse_args()
 
     from ms_pruner.hardware import resolve_target
-    from ms_pruner.tuning.compare import comparison_settings, restore_comparison
+    from ms_pruner.tuning.compare import comparison_settings
+    from ms_pruner.tuning.restore import restore_comparison
 
     try:
         choice = resolve_target(args.target, args.gpu, require_device=True)

@@ -133,6 +133,16 @@ def test_summary_says_when_stock_found_its_best_beside_the_speedup():
               "workloads": {SPEC: {"runs": runs, "summary": summary}}}
     assert f"| `{SPEC}` | 440.0 | 420.0 | 450, 330 | 150 | 3.00x |" in markdown_table(report)
 
+    # A Pruner run cut by a lending's end: its finished rounds already say whether it reached stock's best.
+    for points, said in (([(60, 4.5e-4), (110, 4.4e-4)], "it reached stock's final best at 110 s, 4.09x sooner"),
+                         ([(60, 4.5e-4)], "not yet at stock's final best (440.0 us)")):
+        cut = {"runs": {"stock": runs["stock"]}, "summary": summarize({"stock": runs["stock"]}),
+               "pending": {"pruner": "work/cut"}, "partial": {"pruner": dict(run(points), work_dir="work/cut")}}
+        text = markdown_table(dict(report, workloads={SPEC: cut}))
+        last = len(points) - 1
+        assert (f"`{SPEC}` pruner: unfinished, resumed by the next call from `work/cut`. So far {64 * len(points)} "
+                f"trials in {points[-1][0]} s, best {points[-1][1] * 1e6:.1f} us (round {last}); {said}") in text
+
 
 def test_interrupt_keeps_measured_records(tmp_path):
     """SIGINT mid-tuning (Ctrl-C, `timeout -s INT` on a lent GPU): one line, exit 130, records kept."""
@@ -263,13 +273,14 @@ def test_compare_cut_by_a_time_limit_resumes_the_cut_run(tmp_path):
     assert cut["runs"] == {} and cut["pending"] == {"stock": work_dir}
     table = (out / "compare.md").read_text()
     assert f"| `{SPEC}` |" not in table and f"`{SPEC}` stock: unfinished" in table
+    assert [p["round"] for p in cut["partial"]["stock"]["curve"]] == list(range(len(_record_keys(work_dir)) // 8))
     kept = _record_keys(work_dir)
     assert len(kept) in (8, 16)
 
     assert main(args) == 0
     entry = json.loads(report_path.read_text())["workloads"][SPEC]
     run = entry["runs"]["stock"]
-    assert entry["pending"] == {} and run["work_dir"] == work_dir and run["calls"] == 2
+    assert entry["pending"] == {} and entry["partial"] == {} and run["work_dir"] == work_dir and run["calls"] == 2
     curve = run["curve"]
     assert [p["round"] for p in curve] == [0, 1, 2] and [p["trials"] for p in curve] == [8, 16, 24]
     assert [p["call"] for p in curve] == [0] * (len(kept) // 8) + [1] * (3 - len(kept) // 8)
@@ -316,7 +327,8 @@ def test_a_comparison_restored_on_another_machine_resumes_its_cut_run(tmp_path):
     from ms_pruner.errors import UserError
     from ms_pruner.hardware import resolve_target
     from ms_pruner.tuning import tune_tir
-    from ms_pruner.tuning.compare import comparison_settings, restore_comparison
+    from ms_pruner.tuning.compare import comparison_settings
+    from ms_pruner.tuning.restore import restore_comparison
     from ms_pruner.workloads import parse_workload
 
     lent = tmp_path / "lent" / "compare"

@@ -94,10 +94,11 @@ def reference_latency(workload, on_gpu: bool) -> Optional[dict]:
     return {"what": name, "latency_s": seconds, "tflops": workload.flops / seconds / 1e12}
 
 
-def _curve(result) -> List[dict]:
+def _curve(rounds: List[dict]) -> List[dict]:
+    """A run's rounds (the round log's entries) as the comparison's curve."""
     curve = []
     trials = 0
-    for entry in result.rounds:
+    for entry in rounds:
         trials += entry["trials"]
         overhead = entry["search_s"] + entry.get("update_s", 0.0)
         busy = overhead + entry["build_s"] + entry["run_s"]
@@ -161,10 +162,10 @@ def load_previous(out_dir: str, settings: dict) -> dict:
     path = os.path.join(out_dir, "compare.json")
     if not os.path.exists(path):
         return {}
-    return _read_report(path, settings, "use another --out or --fresh")
+    return read_report(path, settings, "use another --out or --fresh")
 
 
-def _read_report(path: str, settings: dict, advice: str) -> dict:
+def read_report(path: str, settings: dict, advice: str) -> dict:
     """The comparison in ``path``, refused when it was made under other ``settings``."""
     try:
         with open(path, encoding="utf-8") as handle:
@@ -175,56 +176,6 @@ def _read_report(path: str, settings: dict, advice: str) -> dict:
     if earlier != settings:
         raise UserError(f"{path} was made with {earlier}, not {settings}; {advice}")
     return report
-
-
-def restore_comparison(report_path: str, archive_path: str, out_dir: str, settings: dict) -> dict:
-    """Put a comparison made on another machine where ``compare --out out_dir`` goes on with it.
-
-    A lent GPU is given back after each session, and with it the work dirs of a comparison cut by
-    the session's end. Its ``compare.json`` and an archive of its work dirs (``work/<workload>/<run>/``
-    with the databases and round logs) are enough to go on: the finished runs stay finished, and a
-    run left ``pending`` resumes from its records (tune_tir), its clock counting its finished rounds.
-    The runs must go on under the same settings (target string included, so the same kind of GPU);
-    their work dirs are moved under ``out_dir``. Returns the restored report.
-    """
-    import tarfile
-
-    report = _read_report(report_path, settings, "its runs cannot go on here")
-    if os.path.exists(os.path.join(out_dir, "compare.json")):
-        raise UserError(f"{out_dir} already holds a comparison; restore into an empty directory")
-    moved = []
-    for entry in report.get("workloads", {}).values():
-        for run in entry.get("runs", {}).values():
-            run["work_dir"] = _moved_work_dir(run["work_dir"], out_dir)
-            moved.append(run["work_dir"])
-        pending = entry.get("pending", {})
-        for strategy, work_dir in pending.items():
-            pending[strategy] = _moved_work_dir(work_dir, out_dir)
-            moved.append(pending[strategy])
-    os.makedirs(out_dir, exist_ok=True)
-    try:
-        with tarfile.open(archive_path) as archive:
-            outside = [m.name for m in archive.getmembers()
-                       if os.path.normpath(m.name).replace(os.sep, "/").split("/")[0] != "work"]
-            if outside:
-                raise UserError(f"{archive_path} holds {outside[0]}, outside work/; not a comparison's work dirs")
-            archive.extractall(out_dir, filter="data")
-    except (OSError, tarfile.TarError) as err:
-        raise UserError(f"cannot unpack {archive_path}: {err}") from err
-    missing = [d for d in moved if not os.path.exists(os.path.join(d, "database_tuning_record.json"))]
-    if missing:
-        raise UserError(f"{archive_path} has no database for {missing[0]}")
-    with open(os.path.join(out_dir, "compare.json"), "w", encoding="utf-8") as handle:
-        json.dump(report, handle, indent=1)
-    return report
-
-
-def _moved_work_dir(work_dir: str, out_dir: str) -> str:
-    """``<old out>/work/<workload>/<run>`` -> ``<out_dir>/work/<workload>/<run>``."""
-    parts = work_dir.replace(os.sep, "/").split("/work/", 1)
-    if len(parts) != 2:
-        raise UserError(f"work dir {work_dir} is not under a comparison's work/")
-    return os.path.join(out_dir, "work", *parts[1].split("/"))
 
 
 def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, seed: int = 0,
@@ -256,13 +207,20 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
             if on_run is not None:
                 on_run(report)
             work_dir = pending[strategy]
-            result = tune_tir(workload.prim_func(), choice.target, work_dir, trials, strategy=strategy,
-                              builder=builder, seed=seed, num_trials_per_iter=per_iter,
-                              pretrained=pretrained if strategy == "moa" else None, progress=progress,
-                              call=calls[strategy] - 1)
+            try:
+                result = tune_tir(workload.prim_func(), choice.target, work_dir, trials, strategy=strategy,
+                                  builder=builder, seed=seed, num_trials_per_iter=per_iter,
+                                  pretrained=pretrained if strategy == "moa" else None, progress=progress,
+                                  call=calls[strategy] - 1)
+            except KeyboardInterrupt:  # a time limit or Ctrl-C: keep what the cut run has measured
+                entry.setdefault("partial", {})[strategy] = _partial_run(workload, work_dir)
+                if on_run is not None:
+                    on_run(report)
+                raise
             entry["runs"][strategy] = {"work_dir": work_dir, "best_latency_s": result.best_latency_s,
-                                       "curve": _curve(result), "calls": calls.pop(strategy)}
+                                       "curve": _curve(result.rounds), "calls": calls.pop(strategy)}
             del pending[strategy]
+            entry.get("partial", {}).pop(strategy, None)
             entry["summary"] = summarize(entry["runs"])
             if on_run is not None:
                 on_run(report)
@@ -270,6 +228,35 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
         if entry.get("reference") is None:
             entry["reference"] = reference_latency(workload, choice.is_cuda)
     return report
+
+
+def _partial_run(workload, work_dir: str) -> dict:
+    """The finished rounds of a run cut before its last (its round log), as a run's entry."""
+    from .driver import ROUND_LOG, normalized_mod
+    from .resume import logged_rounds, workload_tag
+
+    curve = _curve(logged_rounds(os.path.join(work_dir, ROUND_LOG), workload_tag(normalized_mod(workload.prim_func()))))
+    bests = [p["best_latency_s"] for p in curve if p["best_latency_s"]]
+    return {"work_dir": work_dir, "best_latency_s": min(bests) if bests else None, "curve": curve}
+
+
+def _so_far(name: str, entry: dict) -> str:
+    """What a cut run's finished rounds say, against stock's finished run."""
+    partial = entry.get("partial", {}).get(name)
+    if not partial or not partial["curve"]:
+        return ""
+    last = partial["curve"][-1]
+    text = (f" So far {last['trials']} trials in {last['wall_s']:.0f} s, best {_us(partial['best_latency_s'])} us"
+            f" (round {last['round']})")
+    stock = entry["runs"].get("stock")
+    if name == "stock" or stock is None or not stock["best_latency_s"]:
+        return text + "."
+    so_far = summarize({"stock": stock, name: partial})[name]
+    reached = so_far.get("time_to_stock_best_s")
+    if reached:
+        return text + (f"; it reached stock's final best at {reached:.0f} s, "
+                       f"{so_far['search_speedup']:.2f}x sooner than stock's whole run.")
+    return text + f"; not yet at stock's final best ({_us(stock['best_latency_s'])} us)."
 
 
 def write_outputs(report: dict, out_dir: str, command: str, machine: dict) -> List[str]:
@@ -338,7 +325,8 @@ def markdown_table(report: dict) -> str:
                              "between calls are not counted, and the resumed call first trained the cost model "
                              "on the earlier records (counted as search).")
         for name, work_dir in entry.get("pending", {}).items():
-            lines.append(f"\n`{spec}` {name}: unfinished, resumed by the next call from `{work_dir}`.")
+            lines.append(f"\n`{spec}` {name}: unfinished, resumed by the next call from `{work_dir}`."
+                         + _so_far(name, entry))
     lines.append("")
     lines.append("Wall time starts when a call's builder and runner are ready (after the imports and their worker "
                  "checks, the same for every strategy) and sums the finished rounds.")

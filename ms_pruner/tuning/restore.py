@@ -1,0 +1,63 @@
+"""Going on, on another machine, with a comparison that a lent GPU's session left unfinished.
+
+A lent GPU is given back after each session, and with it the work dirs of a comparison the
+session's end cut. What the session committed, its ``compare.json`` and an archive of its work
+dirs, is enough to go on: ``restore_comparison`` puts them where ``compare --out`` finds them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ..errors import UserError
+from .compare import read_report
+
+
+def restore_comparison(report_path: str, archive_path: str, out_dir: str, settings: dict) -> dict:
+    """Put a comparison made on another machine where ``compare --out out_dir`` goes on with it.
+
+    ``report_path`` is its compare.json, ``archive_path`` an archive of its work dirs
+    (``work/<workload>/<run>/`` with the databases and round logs). The finished runs stay finished,
+    and a run left ``pending`` resumes from its records (tune_tir), its clock counting its finished rounds.
+    The runs must go on under the same settings (target string included, so the same kind of GPU);
+    their work dirs are moved under ``out_dir``. Returns the restored report.
+    """
+    import tarfile
+
+    report = read_report(report_path, settings, "its runs cannot go on here")
+    if os.path.exists(os.path.join(out_dir, "compare.json")):
+        raise UserError(f"{out_dir} already holds a comparison; restore into an empty directory")
+    moved = []
+    for entry in report.get("workloads", {}).values():
+        for run in entry.get("runs", {}).values():
+            run["work_dir"] = _moved_work_dir(run["work_dir"], out_dir)
+            moved.append(run["work_dir"])
+        pending = entry.get("pending", {})
+        for strategy, work_dir in pending.items():
+            pending[strategy] = _moved_work_dir(work_dir, out_dir)
+            moved.append(pending[strategy])
+    os.makedirs(out_dir, exist_ok=True)
+    try:
+        with tarfile.open(archive_path) as archive:
+            outside = [m.name for m in archive.getmembers()
+                       if os.path.normpath(m.name).replace(os.sep, "/").split("/")[0] != "work"]
+            if outside:
+                raise UserError(f"{archive_path} holds {outside[0]}, outside work/; not a comparison's work dirs")
+            archive.extractall(out_dir, filter="data")
+    except (OSError, tarfile.TarError) as err:
+        raise UserError(f"cannot unpack {archive_path}: {err}") from err
+    missing = [d for d in moved if not os.path.exists(os.path.join(d, "database_tuning_record.json"))]
+    if missing:
+        raise UserError(f"{archive_path} has no database for {missing[0]}")
+    with open(os.path.join(out_dir, "compare.json"), "w", encoding="utf-8") as handle:
+        json.dump(report, handle, indent=1)
+    return report
+
+
+def _moved_work_dir(work_dir: str, out_dir: str) -> str:
+    """``<old out>/work/<workload>/<run>`` -> ``<out_dir>/work/<workload>/<run>``."""
+    parts = work_dir.replace(os.sep, "/").split("/work/", 1)
+    if len(parts) != 2:
+        raise UserError(f"work dir {work_dir} is not under a comparison's work/")
+    return os.path.join(out_dir, "work", *parts[1].split("/"))
