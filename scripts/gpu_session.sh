@@ -145,11 +145,13 @@ models() {
 } 2>&1 | tee -a "$KEEP/session.log"
 
 # The device gives back at most 8 files, 2 folders down: the comparison's work dirs as
-# scripts/restore_runs.py reads them (work.tgz: databases, round logs), every other small file under
-# $KEEP (keep.tgz; built kernels stay behind), and beside them the session log and the comparison.
-small=(-type f -size -16M ! -name '*.so' ! -name '*.cubin' ! -name '*.tar' ! -name '*.tgz')
-[ ! -d "$KEEP/compare/work" ] || (cd "$KEEP/compare" && find work "${small[@]}" -print | tar czf "$OUT/work.tgz" -T -)
-(cd "$KEEP" && find . \( -path ./out -o -path ./compare/work \) -prune -o "${small[@]}" -print | tar czf "$OUT/keep.tgz" -T -)
+# scripts/restore_runs.py reads them (work.tgz: databases and round logs only, small enough to
+# commit), every small file under $KEEP (keep.tgz, TVM's logs too; built kernels stay behind), and
+# beside them the session log and the comparison.
+[ ! -d "$KEEP/compare/work" ] || (cd "$KEEP/compare" &&
+    find work -type f \( -name '*.json' -o -name '*.jsonl' \) -print | tar czf "$OUT/work.tgz" -T -)
+(cd "$KEEP" && find . -path ./out -prune -o -type f -size -16M ! -name '*.so' ! -name '*.cubin' ! -name '*.tar' \
+    ! -name '*.tgz' -print | tar czf "$OUT/keep.tgz" -T -)
 for name in session.log compare/compare.json compare/compare.md compare/compare.png; do
     [ ! -e "$KEEP/$name" ] || cp "$KEEP/$name" "$OUT/"
 done
