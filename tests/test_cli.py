@@ -225,6 +225,23 @@ def test_time_limit_budgets_a_new_run_by_the_longest_round_of_the_process():
                 stop_unless_time_for(0.0)
     finally:
         set_time_limit(None)
+    # ... but a round that left the rest of its batch to a follow-up budgets that follow-up at its own
+    # seconds scaled to the trials left, not at the longest batch, so a call does not end a cold round half measured.
+    from ms_pruner.tuning.instrument import follow_up_seconds
+    half = {"trials": 32, "search_s": 20.0, "build_s": 15.0, "run_s": 10.0, "update_s": 5.0,
+            "strategy": {"follow_up_due": 32}}
+    assert follow_up_seconds(half) == 50.0 and follow_up_seconds(dict(half, strategy={})) is None
+    set_time_limit(80.0)
+    try:
+        note_round(120.0)
+        note_round(50.0)
+        with graceful_interrupts():
+            stop_unless_time_for(follow_up_s=follow_up_seconds(half))
+        with pytest.raises(TimeLimitReached, match="another round takes about 120 s"):
+            with graceful_interrupts():
+                stop_unless_time_for()
+    finally:
+        set_time_limit(None)
     from ms_pruner.tuning.instrument import batch_seconds
 
     log = [{"search_s": 40, "build_s": 10, "run_s": 20, "update_s": 5, "strategy": {}},

@@ -360,6 +360,7 @@ def test_split_cold_batch_then_a_resumed_call_on_llvm(tmp_path):
     first = tune(16)
     assert [t["picked"] for t in first] == [4, 4, 8]
     assert [bool(t.get("follow_up")) for t in first] == [False, True, False]
+    assert [t.get("follow_up_due") for t in first] == [4, None, None]
     assert first[1]["population"] == 0 and first[1]["droplet"] > 0 and first[2]["population"] > 0
     resumed = tune(8)
     assert resumed[0]["round"] == 2 and resumed[0]["droplet"] > 0 and not resumed[0].get("follow_up")

@@ -256,6 +256,7 @@ class PrunerSearch(PySearchStrategy):
         if cold and picks and batch < full_batch:
             self.follow_up = {"size": full_batch - len(picks),
                               "geometries": collections.Counter(self._geometry(s) for s in picks)}
+            timing["follow_up_due"] = self.follow_up["size"]
         return picks
 
     def _follow_up_round(self, pending: dict, batch: int, timing: dict) -> List:

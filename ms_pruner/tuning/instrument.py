@@ -51,6 +51,14 @@ def round_seconds(timing: dict) -> float:
     return sum(float(timing.get(part, 0.0)) for part in ("search_s", "build_s", "run_s", "update_s"))
 
 
+def follow_up_seconds(timing: dict) -> Optional[float]:
+    """For a logged round that measured part of its batch and left the rest to a follow-up round:
+    that round's seconds scaled to the rest (the follow-up also searches less); None otherwise."""
+    due = int((timing.get("strategy") or {}).get("follow_up_due", 0))
+    trials = int(timing.get("trials", 0))
+    return round_seconds(timing) * due / trials if due > 0 and trials > 0 else None
+
+
 def continues_batch(timing: dict) -> bool:
     """Whether a logged round measured the rest of the batch the round before it began (PrunerSearch's
     follow-up round after a cold round that measured part of its batch)."""
@@ -196,5 +204,5 @@ class ProgressCallback(PyMeasureCallback):
         timing = dataclasses.asdict(self.clock.finish_round(task_id, builder_results, runner_results))
         note_round(round_seconds(timing), continues_batch(timing))
         if self.clock.trials_left():
-            stop_unless_time_for()
+            stop_unless_time_for(follow_up_s=follow_up_seconds(timing))
         check_stop()

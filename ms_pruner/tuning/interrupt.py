@@ -65,10 +65,16 @@ def note_round(seconds: float, continues_batch: bool = False) -> None:
     _State.longest_round_s = max(_State.longest_round_s, _State.last_batch_s)
 
 
-def stop_unless_time_for(round_s: float = 0.0) -> None:
+def stop_unless_time_for(round_s: float = 0.0, follow_up_s: Optional[float] = None) -> None:
     """At a round boundary: stop (``TimeLimitReached``) if a round as long as ``round_s`` or the
-    longest this process measured would end past the time limit."""
-    round_s = max(round_s, _State.longest_round_s)
+    longest this process measured would end past the time limit.
+
+    ``follow_up_s`` budgets a next round that measures the rest of the batch the round just
+    finished began (PrunerSearch's follow-up after its cold half): a part of a batch, not a whole
+    one, so it is budgeted at its own estimate, not at the longest batch (which would end a lent
+    GPU's call with the cold round half measured when the call had time for the rest).
+    """
+    round_s = follow_up_s if follow_up_s is not None else max(round_s, _State.longest_round_s)
     if _State.deadline is None or round_s <= 0:
         return
     left = _State.deadline - time.monotonic()
