@@ -231,9 +231,8 @@ class _Walker:
         writes = [_access(w) for w in block.writes]
         if self.strides:
             strides = index_strides(realize, list(block.reads) + list(block.writes), self.loop_vars, self.loops)
-            reads, writes = ([dataclasses.replace(a, strides=st) for a, st in zip(accesses, block_strides)]
-                             for accesses, block_strides in ((reads, strides[:len(reads)]),
-                                                             (writes, strides[len(reads):])))
+            writes = [dataclasses.replace(a, strides=st) for a, st in zip(writes, strides[len(reads):])]
+            reads = [dataclasses.replace(a, strides=st) for a, st in zip(reads, strides)]
         info = BlockInfo(
             name=str(block.name_hint),
             loops=tuple(self.loops),
