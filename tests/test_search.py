@@ -201,15 +201,18 @@ def _cold_h100_round(**params):
 
 
 def test_gpu_cold_round_climbs_on_the_analyzer(tensor_intrinsics):
-    """By default a GPU cold round climbs: new schedules join the draft, the cold half of the batch
-    is full and distinct, and its best pick is estimated no slower than any draft member left unpicked.
-    The round's candidates share most of their copy blocks, whose facts the analyzer computes once."""
+    """By default a GPU cold round samples through the screen and climbs: new schedules join the
+    draft, the cold half of the batch is full and distinct, and its best pick is estimated no slower
+    than any draft member left unpicked. The round's candidates share most of their copy blocks,
+    whose facts the analyzer computes once."""
     import tvm_ffi
 
     strategy, context = _cold_h100_round()
     picks = context.search_strategy.generate_measure_candidates()
     timing = strategy.timings[-1]
     assert timing["climbed"] > 0 and timing["climb_s"] > 0 and timing["draft"] + timing["climbed"] > 64
+    # Its fresh samples come from the screened sampler, which replayed only some of its draws.
+    assert timing["population"] == timing["sample_valid"] >= 50 and timing["sample_replayed"] < timing["sample_drawn"]
     assert 0 < timing["copies_computed"] < timing["copies_walked"] / 2
     assert len({int(tvm_ffi.structural_hash(c.sch.mod)) for c in picks}) == len(picks) == 8  # half of 16
     searched = strategy._inst

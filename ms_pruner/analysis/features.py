@@ -75,6 +75,10 @@ class KernelFeatures:
     unroll_max_step: int
     pipelined: bool
     global_buffer_bytes: float  # size of every global buffer the kernel touches, once
+    # Shared-memory bytes a block by buffer: the main loop's staged inputs, and outputs staged after
+    # it (the two sets do not live at once: smem_per_block is the larger sum).
+    operand_tiles: Dict[str, float] = dataclasses.field(default_factory=dict)
+    staging_tiles: Dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def _kernel_groups(program: ProgramInfo) -> Dict[int, List[BlockInfo]]:
@@ -249,6 +253,8 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
                 unroll_max_step=max((loop.unroll_max_step for b in blocks for loop in b.loops), default=0),
                 pipelined=any(loop.pipelined for b in blocks for loop in b.loops),
                 global_buffer_bytes=global_bytes,
+                operand_tiles=operand_tiles,
+                staging_tiles=staging_tiles,
             )
         )
     return kernels

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable, Dict, Hashable, TypeVar
 
 Value = TypeVar("Value")
+_MISSING = object()
 
 
 class BoundedMemory:
@@ -27,9 +28,12 @@ class BoundedMemory:
         self.computed = 0
 
     def get(self, key: Hashable, compute: Callable[[], Value]) -> Value:
+        """Safe from several threads (the screened sampler analyzes on the replay threads): one
+        lookup, so a clear between a test and a read cannot fail it; a value computed twice is the same."""
         self.asked += 1
-        if key in self.values:
-            return self.values[key]
+        value = self.values.get(key, _MISSING)
+        if value is not _MISSING:
+            return value
         value = compute()
         if len(self.values) >= self.capacity:
             self.values.clear()

@@ -30,6 +30,8 @@ DEFAULTS = dict(
     cold_climb_moves=24,
     cold_batch_share=None,
     follow_up_droplet_share=0.5,
+    screen_samples=None,
+    cold_samples=None,
 )
 # The cold round's parent-selection power when none is given, by how far the analyzer is trusted:
 # its GPU model ranks the real H100 records at Spearman 0.95, its CPU model the CPU ones at ~0.3.
@@ -52,8 +54,15 @@ COLD_CLIMB_STARTS = {"gpu": 4.0, "cpu": 0.0}
 # decision moved from a measured kernel reaches the fast ones; on a CPU, rounds are seconds long and
 # the next ordinary round exploits soon enough.
 COLD_BATCH_SHARE = {"gpu": 0.5, "cpu": 1.0}
+# Whether fresh samples are drawn decision by decision and only the draws that may pass VerifyGPUCode
+# are replayed (screen.py), when not given; most random tensor-core schedules break its limits, and
+# a CPU target has no such check.
+SCREEN_SAMPLES = {"gpu": 1.0, "cpu": 0.0}
+# Fresh samples a cold round's draft starts from, when not given: as many as stock's first population
+# holds at least (init_min_unmeasured) where each costs a replay and most replays are rejected, more
+# where the screen replays few draws in vain (on a GPU).
+COLD_SAMPLES = {"gpu": 128.0, "cpu": 50.0}
 MIN_FRESH_SAMPLES = 16
-FIRST_ROUND_SAMPLES = 50
 
 
 @dataclasses.dataclass
@@ -66,6 +75,8 @@ class TargetSettings:
     widen_cold_fetches: bool
     cold_climb_starts: int
     cold_batch_share: float
+    screen_samples: bool
+    cold_samples: int
 
 
 def for_target(params: dict, kind: str) -> TargetSettings:
@@ -80,4 +91,6 @@ def for_target(params: dict, kind: str) -> TargetSettings:
         widen_cold_fetches=bool(value("widen_cold_fetches", WIDEN_COLD_FETCHES)),
         cold_climb_starts=int(value("cold_climb_starts", COLD_CLIMB_STARTS)),
         cold_batch_share=min(1.0, value("cold_batch_share", COLD_BATCH_SHARE)),
+        screen_samples=bool(value("screen_samples", SCREEN_SAMPLES)),
+        cold_samples=int(value("cold_samples", COLD_SAMPLES)),
     )

@@ -38,7 +38,7 @@ from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 from ..analysis.copies import COPY_MEMORY
 from ..tuning.records import mean_latency, measure_candidate, measured_batch
 from .batch import BatchRules, compose_batch
-from .defaults import DEFAULTS, FIRST_ROUND_SAMPLES, MIN_FRESH_SAMPLES, for_target
+from .defaults import DEFAULTS, MIN_FRESH_SAMPLES, for_target
 
 
 @derived_object
@@ -71,7 +71,9 @@ class PrunerSearch(PySearchStrategy):
                  cold_climb_steps: int = DEFAULTS["cold_climb_steps"],
                  cold_climb_moves: int = DEFAULTS["cold_climb_moves"],
                  cold_batch_share: Optional[float] = DEFAULTS["cold_batch_share"],
-                 follow_up_droplet_share: float = DEFAULTS["follow_up_droplet_share"], seed: int = 0,
+                 follow_up_droplet_share: float = DEFAULTS["follow_up_droplet_share"],
+                 screen_samples: Optional[bool] = DEFAULTS["screen_samples"],
+                 cold_samples: Optional[int] = DEFAULTS["cold_samples"], seed: int = 0,
                  pretrained: Optional[str] = None, momentum: float = 0.9, timings: Optional[list] = None):
         # Every argument but ``timings`` (shared, not copied), as given: clone() passes them on.
         params = {name: value for name, value in locals().items() if name not in ("self", "timings", "__class__")}
@@ -89,6 +91,7 @@ class PrunerSearch(PySearchStrategy):
         self.draft_context = None  # the context the draft evolves in (with MutateCategorical on a GPU)
         self.settings = None  # the parameters that depend on the kind of target, resolved (defaults.py)
         self.follow_up = None  # what the cold round left for the follow-up round to measure
+        self.sampler = None  # fresh samples screened against VerifyGPUCode's limits (screen.py), on a GPU
         self.estimates = {}  # this round's analyzer estimates by structural hash (geometry, fetch widths)
         self._keys = {}  # this round's structural hashes by schedule object (id -> (schedule, hash))
 
@@ -108,6 +111,10 @@ class PrunerSearch(PySearchStrategy):
         self.psa = PSACostModel(self.analyzer)
         self.psa_cold = PSACostModel(self.analyzer, power=settings.cold_selection_power, scores=self.psa.scores)
         self.inner = self._evolution(self.params["population"], self.params["genetic_iters"])
+        if settings.screen_samples and self.analyzer.is_gpu:
+            from .screen import ScreenedSampler
+
+            self.sampler = ScreenedSampler.for_target(self.space, self.analyzer, context.target)
         self.inner_cold = self._evolution(self.params["cold_population"], self.params["cold_genetic_iters"])
 
     def _evolution(self, population: int, generations: int):
@@ -220,8 +227,11 @@ class PrunerSearch(PySearchStrategy):
         if cold and split:
             batch = max(1, int(round(batch * self.settings.cold_batch_share)))
         start = time.perf_counter()
+        screened = dict(self.sampler.stats) if self.sampler is not None else None
         population, timing["carried"] = self._population()
         timing["sample_s"] = time.perf_counter() - start
+        if screened is not None:
+            timing.update({f"sample_{k}": v - screened[k] for k, v in self.sampler.stats.items()})
         timing["population"] = len(population)
 
         start = time.perf_counter()
@@ -298,7 +308,7 @@ class PrunerSearch(PySearchStrategy):
 
     def _population(self):
         """(schedules entering the draft, how many of them were carried over from last round)."""
-        from tvm.s_tir import meta_schedule as ms
+        from .screen import fresh_samples
 
         population = []
         if self.best is not None:
@@ -311,15 +321,10 @@ class PrunerSearch(PySearchStrategy):
         missing = self.params["population"] - len(population)
         if carried:
             missing = min(missing, self.params["fresh_samples"])
-        # The C++ sampler stops once MIN_FRESH_SAMPLES survive; with nothing to carry, keep asking
-        # until the population is as diverse as stock's first one (init_min_unmeasured = 50).
-        wanted = MIN_FRESH_SAMPLES if carried else min(missing, FIRST_ROUND_SAMPLES)
-        fresh = []
-        for _ in range(FIRST_ROUND_SAMPLES // MIN_FRESH_SAMPLES + 1):
-            if len(fresh) >= wanted or missing - len(fresh) <= 0:
-                break
-            fresh.extend(ms._ffi_api.SearchStrategyEvolutionarySearchSampleInitPopulation(  # pylint: disable=protected-access
-                self.inner, missing - len(fresh)))
+        # At least MIN_FRESH_SAMPLES fresh ones (where the C++ sampler stops), and with nothing to
+        # carry, the cold round's ``cold_samples``.
+        wanted = min(missing, MIN_FRESH_SAMPLES if carried else self.settings.cold_samples)
+        fresh = fresh_samples(self.sampler, self.inner, wanted, missing, self.rng)
         population.extend(fresh)
         return population, len(carried)
 

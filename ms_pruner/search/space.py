@@ -30,6 +30,32 @@ class DesignSpace:
     def replay(self, trace, seed: int, keep_decisions: bool = True,
                decision_provider: Optional[Callable] = None):
         """Apply ``trace`` to a fresh schedule and run the postprocessors; None if rejected."""
+        sch = self._applied(trace, seed, keep_decisions, decision_provider)
+        return sch if sch is not None and _postprocessed(sch, self.postprocs) else None
+
+    def replay_checked(self, trace, seed: int, analyzer):
+        """(``replay`` of ``trace`` or None, what VerifyGPUCode checks as the analyzer reads the
+        schedule before it): {"threads": threads a block, ("operand" | "staging", buffer): shared
+        bytes a block}, the largest over kernels, so a rejected draw has them too (empty when the
+        trace does not apply or the analyzer finds no kernel)."""
+        sch = self._applied(trace, seed, True, None)
+        if sch is None:
+            return None, {}
+        verify = next((i for i, p in enumerate(self.postprocs) if type(p).__name__ == "VerifyGPUCode"),
+                      len(self.postprocs))
+        if not _postprocessed(sch, self.postprocs[:verify]):
+            return None, {}
+        measures = {}
+        for kernel in analyzer.estimate(sch.mod).features:
+            found = [("threads", kernel.threads_per_block)]
+            found += [(("operand", name), v) for name, v in kernel.operand_tiles.items()]
+            found += [(("staging", name), v) for name, v in kernel.staging_tiles.items()]
+            for key, value in found:
+                measures[key] = max(measures.get(key, 0.0), float(value))
+        return (sch if _postprocessed(sch, self.postprocs[verify:]) else None), measures
+
+    def _applied(self, trace, seed: int, keep_decisions: bool, decision_provider):
+        """A fresh schedule with ``trace`` applied, entered into its postprocessing; None if it fails."""
         from tvm.s_tir.schedule import Schedule, Trace
 
         trace = trace.simplified(remove_postproc=True)
@@ -41,12 +67,6 @@ class DesignSpace:
         except Exception:  # pylint: disable=broad-except
             return None
         sch.enter_postproc()
-        for postproc in self.postprocs:
-            try:
-                if not postproc.apply(sch):
-                    return None
-            except Exception:  # pylint: disable=broad-except
-                return None
         return sch
 
     def replay_many(self, traces: List, seeds: List[int]) -> List:
@@ -94,3 +114,14 @@ class DesignSpace:
             seen.add(key)
             found.append(sch)
         return found
+
+
+def _postprocessed(sch, postprocs) -> bool:
+    """Run ``postprocs`` on ``sch`` in order; False at the first that rejects it or fails."""
+    for postproc in postprocs:
+        try:
+            if not postproc.apply(sch):
+                return False
+        except Exception:  # pylint: disable=broad-except
+            return False
+    return True

@@ -1,0 +1,78 @@
+"""The screened sampler (search/screen.py) on a real tensor-core design space for the H100 target."""
+
+import random
+
+from ms_pruner.workloads import parse_workload
+
+
+def _space(spec="matmul:1024x1024x1024:float16:float32"):
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+
+    target = get_gpu_spec("h100").target()
+    mod = parse_workload(spec).prim_func()
+    context = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", num_threads=2)
+    analyzer = StaticAnalyzer.for_target(target)
+    return DesignSpace(mod, target, context=context), analyzer, (1024, analyzer.max_shared_memory)
+
+
+def test_screened_sampler_replays_only_draws_verify_gpu_code_may_pass(tensor_intrinsics):
+    """After learning from its first replays, the sampler drops most draws unreplayed, and every
+    draw it drops breaks a VerifyGPUCode limit (each replayed here through all postprocessors);
+    the draws it keeps are valid far more often than draws at large. What it returns is distinct
+    and post-processed (tensorized)."""
+    import tvm_ffi
+
+    from ms_pruner.search.screen import ScreenedSampler
+
+    space, analyzer, limits = _space()
+    sampler = ScreenedSampler(space, analyzer, limits)
+    assert sampler.supported and all(s.extents == [64, 64, 64] for s in sampler.sketches)
+    found = sampler.sample(24, random.Random(0))
+    assert len({int(tvm_ffi.structural_hash(s.mod)) for s in found}) == len(found) == 24
+    assert all(any(i.kind.name == "Tensorize" for i in s.trace.insts) for s in found)
+    stats = sampler.stats
+    assert stats["screened"] > stats["replayed"] > stats["valid"] >= 24 and stats["false_rejections"] == 0
+
+    rng = random.Random(1)
+    draws = []
+    for _ in range(240):
+        sketch = sampler.sketches[rng.randrange(len(sampler.sketches))]
+        decisions = sampler._draw(sketch, rng)
+        draws.append((sketch, decisions, sketch.exceeds(sketch.features(decisions), limits)))
+    from tvm.s_tir.schedule import Trace
+
+    valid = [space.replay(Trace(sketch.trace.insts, decisions), seed=i + 1) is not None
+             for i, (sketch, decisions, _) in enumerate(draws)]
+    dropped = [ok for (_, _, out), ok in zip(draws, valid) if out]
+    kept = [ok for (_, _, out), ok in zip(draws, valid) if not out]
+    assert len(dropped) > len(draws) / 2 and not any(dropped), "only invalid draws are dropped"
+    assert sum(kept) / len(kept) > 2 * sum(valid) / len(valid)
+
+
+def test_sketches_with_other_decisions_are_left_to_metaschedules_sampler():
+    """The llvm conv2d's sketches sample a compute location (the padding's), which the screen does
+    not draw: unsupported, so MetaSchedule's own sampler serves it. A CPU target has no VerifyGPUCode
+    to screen against anyway: PrunerSearch makes no sampler for it."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.hardware import llvm_target
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.screen import ScreenedSampler
+
+    target = llvm_target()
+    mod = parse_workload("conv2d_nhwc:1x14x14x32x32k3s1p1:float32:float32").prim_func()
+    context = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", num_threads=1)
+    space = DesignSpace(mod, target, context=context)
+    assert any(i.kind.name == "SampleComputeLocation" for s in space.sketches for i in s.insts)
+    assert not ScreenedSampler(space, StaticAnalyzer.for_target(target), (1024, 49152)).supported
+
+    from ms_pruner.search import PrunerSearch
+
+    strategy = PrunerSearch(seed=0)
+    strategy._initialize_with_tune_context(context)
+    assert strategy.sampler is None and not strategy.settings.screen_samples and strategy.settings.cold_samples == 50
