@@ -3,7 +3,8 @@
 One round (``generate_measure_candidates``; docs/search.md has every parameter):
 
 1. **Population**: the best measured schedules (replayed), last round's unmeasured draft members
-   (free to carry over), and samples of MetaSchedule's C++ sampler for the rest.
+   (free to carry over), and fresh samples for the rest (on a GPU drawn decision by decision and
+   replayed only where VerifyGPUCode's limits may hold: screen.py; else MetaSchedule's C++ sampler).
 2. **Draft**: MetaSchedule's C++ genetic evolution with the static analyzer as fitness keeps the
    ``draft_size`` most promising unmeasured schedules. A cold round (nothing measured yet) evolves
    longer with sharper parent choice (``cold_selection_power``) since the analyzer alone chooses
@@ -227,11 +228,13 @@ class PrunerSearch(PySearchStrategy):
         if cold and split:
             batch = max(1, int(round(batch * self.settings.cold_batch_share)))
         start = time.perf_counter()
-        screened = dict(self.sampler.stats) if self.sampler is not None else None
+        screened = dict(self.sampler.stats, copies_walked=COPY_MEMORY.asked, copies_computed=COPY_MEMORY.computed) \
+            if self.sampler is not None else None
         population, timing["carried"] = self._population()
         timing["sample_s"] = time.perf_counter() - start
-        if screened is not None:
-            timing.update({f"sample_{k}": v - screened[k] for k, v in self.sampler.stats.items()})
+        if screened is not None:  # the sampler's replays, and the copy blocks its analyses walked
+            now = dict(self.sampler.stats, copies_walked=COPY_MEMORY.asked, copies_computed=COPY_MEMORY.computed)
+            timing.update({f"sample_{k}": v - screened[k] for k, v in now.items()})
         timing["population"] = len(population)
 
         start = time.perf_counter()
