@@ -58,9 +58,9 @@ COLD_BATCH_SHARE = {"gpu": 0.5, "cpu": 1.0}
 # are replayed (screen.py), when not given; most random tensor-core schedules break its limits, and
 # a CPU target has no such check.
 SCREEN_SAMPLES = {"gpu": 1.0, "cpu": 0.0}
-# Fresh samples a cold round's draft starts from, when not given: as many as stock's first population
-# holds at least (init_min_unmeasured) where each costs a replay and most replays are rejected, more
-# where the screen replays few draws in vain (on a GPU).
+# Fresh samples of a round with nothing carried over (the cold round, a resumed run's first), when
+# not given: as many as stock's first population holds at least (init_min_unmeasured) where each
+# costs a replay and most replays are rejected, more where the screen replays few draws in vain (GPU).
 COLD_SAMPLES = {"gpu": 128.0, "cpu": 50.0}
 MIN_FRESH_SAMPLES = 16
 
