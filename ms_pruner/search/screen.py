@@ -126,15 +126,16 @@ class ScreenedSampler:
         sampler = cls(space, analyzer, limits)
         return sampler if sampler.supported else None
 
-    def sample(self, count: int, rng: random.Random, max_draws: Optional[int] = None,
-               exclude: Optional[set] = None) -> List:
-        """Up to ``count`` distinct valid schedules (post-processed), none of ``exclude`` (structural
-        hashes); at most ``max_draws`` draws (default 40 per schedule asked)."""
+    def sample(self, count: int, rng: random.Random) -> List:
+        """Up to ``count`` distinct valid schedules (post-processed), from at most 40 draws a
+        schedule asked (the replays on the space's threads, the analyzer reading each before
+        VerifyGPUCode: ``DesignSpace.replay_checked``)."""
         import tvm_ffi
+        from tvm.s_tir.schedule import Trace
 
-        seen = set(exclude or ())
+        seen = set()
         found: List = []
-        budget = max_draws if max_draws is not None else 40 * count + 40
+        budget = 40 * count + 40
         while len(found) < count and budget > 0:
             size = max(2 * int(self.space.context.num_threads), 2 * (count - len(found)))
             if not all(s.fitted for s in self.sketches):  # learning: no more draws than the fits need
@@ -157,7 +158,9 @@ class ScreenedSampler:
                     self.stats["audited"] += 1
                 jobs.append((sketch, decisions, row, audited))
             seeds = [rng.randrange(1, 1 << 30) for _ in jobs]
-            results = _replay_measured(self.space, self.analyzer, jobs, seeds)
+            traces = [Trace(sketch.trace.insts, decisions) for sketch, decisions, *_ in jobs]
+            results = self.space.on_threads(lambda trace, seed: self.space.replay_checked(trace, seed, self.analyzer),
+                                            traces, seeds)
             for (sketch, _, row, audited), (sch, measures) in zip(jobs, results):
                 self.stats["replayed"] += 1
                 if measures:
@@ -245,21 +248,3 @@ def _perfect_tile_extents(mod, trace) -> Optional[List[int]]:
     except Exception:  # pylint: disable=broad-except
         return None
     return None if any(e is None for e in extents) else extents
-
-
-def _replay_measured(space, analyzer, jobs, seeds) -> List:
-    """(post-processed schedule or None, what the analyzer read before VerifyGPUCode:
-    ``DesignSpace.replay_checked``) of each job's draw, on the space's threads."""
-    from tvm.s_tir.schedule import Trace
-
-    def one(job, seed):
-        sketch, decisions = job[0], job[1]
-        return space.replay_checked(Trace(sketch.trace.insts, decisions), seed, analyzer)
-
-    threads = min(len(jobs), max(1, int(space.context.num_threads)))
-    if threads <= 1:
-        return [one(job, seed) for job, seed in zip(jobs, seeds)]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(one, jobs, seeds))

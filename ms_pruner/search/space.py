@@ -26,6 +26,8 @@ class DesignSpace:
         self.sketches = [s.trace.simplified(remove_postproc=True) for s in generator.generate_design_space(self.mod)]
         self.postprocs = list(generator.postprocs)
         self.mutator_probs = {m: float(p) for m, p in generator.mutator_probs.items()}
+        self.verify_at = next((i for i, p in enumerate(self.postprocs) if type(p).__name__ == "VerifyGPUCode"),
+                              len(self.postprocs))  # where replay_checked reads a schedule
 
     def replay(self, trace, seed: int, keep_decisions: bool = True,
                decision_provider: Optional[Callable] = None):
@@ -41,8 +43,7 @@ class DesignSpace:
         sch = self._applied(trace, seed, True, None)
         if sch is None:
             return None, {}
-        verify = next((i for i, p in enumerate(self.postprocs) if type(p).__name__ == "VerifyGPUCode"),
-                      len(self.postprocs))
+        verify = self.verify_at
         if not _postprocessed(sch, self.postprocs[:verify]):
             return None, {}
         measures = {}
@@ -77,13 +78,17 @@ class DesignSpace:
         which releases Python's GIL; so threads replay side by side, and the results do not depend
         on how many there are.
         """
+        return self.on_threads(self.replay, traces, seeds)
+
+    def on_threads(self, replay: Callable, traces: List, seeds: List[int]) -> List:
+        """``replay(trace, seed)`` of each trace, in order, on the tuning context's threads."""
         threads = min(len(traces), max(1, int(self.context.num_threads)))
         if threads <= 1:
-            return [self.replay(trace, seed) for trace, seed in zip(traces, seeds)]
+            return [replay(trace, seed) for trace, seed in zip(traces, seeds)]
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(threads) as pool:
-            return list(pool.map(self.replay, traces, seeds))
+            return list(pool.map(replay, traces, seeds))
 
     def replay_valid(self, traces: List, rng: random.Random) -> List:
         """The schedules of ``traces`` that replay and pass the postprocessors, in order, each
