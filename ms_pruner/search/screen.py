@@ -2,7 +2,8 @@
 
 Most random tensor-core schedules are invalid: of 150 fresh samples of the 4096^3 fp16 matmul
 for the H100 target, VerifyGPUCode rejected 137 (too much shared memory or too many threads a
-block), and of the conv2d layer's 132, each after a ~30 ms trace replay and a 13-40 ms check.
+block), and of the conv2d layer's 150, 132, each after a 28-40 ms trace replay and a 12-45 ms check
+(docs/results/cpu/screen/sampling.json).
 MetaSchedule's sampler pays that for every draw. Both limits depend only on the tile splits:
 threads a block is a product of tile factors, shared memory close to one (a sum of products,
 padded). So the sampler here draws the decisions first, with MetaSchedule's own distributions
