@@ -562,3 +562,47 @@ def test_remembered_copy_facts_are_the_ones_a_fresh_walk_finds(h100_runs, tensor
     assert shared.asked == 24 * 3  # the input's and the weight's fetch to shared memory, the output's store
     assert 3 <= shared.computed <= shared.asked * 2 / 3
     assert any(b.address_divisions > 0 and b.access is not None for b in walk_primfunc(func, copies=shared).blocks)
+
+
+def test_bounded_memory_keeps_its_last_capacity_values():
+    """Whatever was asked for among the last ``capacity`` lookups comes back without computing, and
+    the memory never holds more than twice its capacity."""
+    from ms_pruner.analysis.memory import BoundedMemory
+
+    memory, computed = BoundedMemory(8), []
+
+    def value_of(key):
+        return memory.get(key, lambda: computed.append(key) or key * 10)
+
+    order = [k % 13 for k in range(0, 200, 7)] + list(range(30))
+    for step, key in enumerate(order):
+        recent = set(order[max(0, step - 8):step])
+        before = len(computed)
+        assert value_of(key) == key * 10
+        if key in recent:
+            assert len(computed) == before, (step, key)
+        assert len(memory) <= 16
+    assert memory.computed == len(computed) < memory.asked == len(order)
+
+
+def test_analyzers_of_one_setting_share_their_analyses(tensor_core_candidates):
+    """Two analyzers of the same GPU and limits, given one memory, analyze a program once and return
+    that analysis to both (by the program's structural hash, whatever object carries it); an
+    analyzer of other limits analyzes it anew, and every answer equals an unremembered one."""
+    from tvm.s_tir.schedule import Schedule
+
+    from ms_pruner.analysis.memory import BoundedMemory
+
+    memory = BoundedMemory(64)
+    sch = tensor_core_candidates["matmul:1024x1024x1024:float16:float32"][1][0]
+    first = StaticAnalyzer(get_gpu_spec("a100"), memory=memory)
+    second = StaticAnalyzer(get_gpu_spec("a100"), memory=memory)
+    tighter = StaticAnalyzer(get_gpu_spec("a100"), max_shared_memory=1024, memory=memory)
+    copy = Schedule(sch.mod)  # another object, the same program
+    analysis = first.analyze(sch)
+    assert second.analyze(copy.mod) is analysis and second.estimate(sch) is analysis[1]
+    assert memory.computed == 1 and memory.asked == 3
+    assert tighter.estimate(sch) is not analysis[1] and memory.computed == 2
+    plain = StaticAnalyzer(get_gpu_spec("a100"))
+    assert plain.estimate(sch) == analysis[1] and plain.estimate(sch) is not analysis[1]
+    assert tighter.estimate(sch).valid is False and analysis[1].valid

@@ -244,8 +244,8 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
     assert len({int(tvm_ffi.structural_hash(c.sch.mod)) for c in picks}) == 16
     # The cold batch's cap: 4 best-ranked picks per kernel geometry, plus the 2 eps-greedy ones.
     searched = strategy._inst
-    per_geometry = collections.Counter(searched._geometry(c.sch) for c in picks)
-    draft_geometries = set(per_geometry) | {searched._geometry(s) for s in searched.carry}
+    per_geometry = collections.Counter(searched.facts.geometry(c.sch) for c in picks)
+    draft_geometries = set(per_geometry) | {searched.facts.geometry(s) for s in searched.carry}
     assert len(draft_geometries) >= 4, "the draft should offer the batch several geometries"
     assert max(per_geometry.values()) <= 4 + 2, per_geometry
     # Picks left with a narrow operand fetch are those whose widest-fetch variant was no use.
@@ -270,16 +270,16 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
     estimates = {id(s): searched.analyzer.estimate(s.mod) for s in pool}
     best = collections.defaultdict(lambda: float("inf"))
     for sch in pool:
-        best[searched._geometry(sch)] = min(best[searched._geometry(sch)], estimates[id(sch)].latency_s)
+        best[searched.facts.geometry(sch)] = min(best[searched.facts.geometry(sch)], estimates[id(sch)].latency_s)
     band = searched.params["cold_variant_band"]
     spread = 0
     for geometry, count in per_geometry.items():
-        members = [s for s in pool if searched._geometry(s) == geometry]
+        members = [s for s in pool if searched.facts.geometry(s) == geometry]
         tied = {operand_fetch_bytes(estimates[id(s)].features) for s in members
                 if estimates[id(s)].latency_s <= best[geometry] * (1 + band)
                 and not has_narrow_fetch(estimates[id(s)].features)}
         picked = {operand_fetch_bytes(estimates[id(s)].features) for s in picked_schedules
-                  if searched._geometry(s) == geometry}
+                  if searched.facts.geometry(s) == geometry}
         assert len(picked & tied) >= min(len(tied), count - 2, 4), (geometry, tied, picked)  # 2: eps-greedy picks
         spread += len(picked & tied) > 1
     assert spread > 0, "some geometry's picks should cover tied variants"
@@ -316,7 +316,7 @@ def test_gpu_follow_up_measures_the_rest_of_the_cold_batch_around_its_best(tenso
     assert len(one_apart) >= 4, "half the follow-up is the best's Droplet neighbours"
     # The cap (a quarter of the 16) spans both halves; each half may add its eps-greedy random pick.
     others = [c for c in cold + follow if not any(c is n for n in one_apart)]
-    per_geometry = collections.Counter(searched._geometry(c.sch) for c in others)
+    per_geometry = collections.Counter(searched.facts.geometry(c.sch) for c in others)
     assert max(per_geometry.values()) <= 4 + 2, per_geometry
     assert searched.follow_up is None
 

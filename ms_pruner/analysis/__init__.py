@@ -5,7 +5,7 @@ MetaSchedule candidate (thread bindings, scopes, tensor intrinsics, copy pattern
 into time with a per-SM model whose constants all come from the GPUSpec. See docs/analyzer.md.
 """
 
-from .analyzer import Estimate, StaticAnalyzer
+from .analyzer import ANALYSES, Estimate, StaticAnalyzer
 from .db_eval import (DatabaseReport, GeometryGroup, RecordEstimate, evaluate_database, group_by_geometry, ptxas_checks,
                       replay_record)
 from .features import (KernelFeatures, geometry_name, has_narrow_fetch, kernel_features, kernel_geometry,
@@ -16,6 +16,7 @@ from .registers import RegisterCheck, check_registers, summarize_register_checks
 from .tir_walk import walk_primfunc
 
 __all__ = [
+    "ANALYSES",
     "DatabaseReport",
     "Estimate",
     "GeometryGroup",

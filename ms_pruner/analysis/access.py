@@ -10,6 +10,7 @@ the wavefronts a shared access needs (bank conflicts). This is what separates a 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -133,8 +134,8 @@ def predicate_ratio(realize, loops, loop_vars, own_start: int) -> float:
 
 
 def index_strides(realize, regions, loop_vars, loops) -> List[Tuple[int, ...]]:
-    """Per region of a block, per enclosing loop: how far (in elements) one step of the loop moves
-    the access; 0 = invariant.
+    """Per region of a block (its start indices and its buffer's shape), per enclosing loop: how far
+    (in elements) one step of the loop moves the access; 0 = invariant.
 
     Each region's start is evaluated at every loop's first, second and last value (others at 0).
     A fused loop that reaches the index only through a floordiv moves it at its last value, not at
@@ -159,8 +160,7 @@ def index_strides(realize, regions, loop_vars, loops) -> List[Tuple[int, ...]]:
         slots[_key(iv.var)] = len(rows)
         rows.append(fn(rows))
     compiler = _Compiler(slots, unread)
-    return [_strides(compiler.flat_index([rng.min for rng in region.region], _shape(region.source)), rows, loops)
-            for region in regions]
+    return [_strides(compiler.flat_index(starts, shape), rows, loops) for starts, shape in regions]
 
 
 def _strides(fn: Optional[Callable], rows: list, loops) -> Tuple[int, ...]:
@@ -342,7 +342,11 @@ def scalar_requests(vector: WarpAccess, scalar: WarpAccess) -> WarpAccess:
 
 def dtype_bytes(dtype) -> float:
     """Bytes of one element of a dtype such as "float16", "float32x4" or "bool"."""
-    text = str(dtype)
+    return _dtype_text_bytes(str(dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def _dtype_text_bytes(text: str) -> float:
     if text == "bool":
         return 1.0
     base, _, lanes = text.partition("x")

@@ -10,7 +10,12 @@ from ..hardware import CPUSpec, GPUSpec, detect_cpu, get_gpu_spec, spec_for_targ
 from .cpu_model import CPUEstimate, estimate_cpu
 from .features import KernelFeatures, kernel_features
 from .gpu_model import KernelEstimate, estimate_kernel
+from .memory import BoundedMemory
 from .tir_walk import walk_primfunc
+
+# Analyses the models of one tuning process share (``ANALYSES``): one round's draft estimates at
+# least this many programs (~20 KB each for the H100 matmul's), and its verify asks for the same.
+REMEMBERED_ANALYSES = 2048
 
 
 @dataclasses.dataclass
@@ -44,16 +49,24 @@ class StaticAnalyzer:
     ``hardware`` is a GPUSpec, a CPUSpec, or a GPU name ("h100"); ``"cpu"`` describes this machine.
     ``max_shared_memory`` is the per-block limit to enforce (defaults to the GPU's opt-in limit).
     ``check_lowering`` additionally lowers each candidate (~70 ms) and marks failures invalid.
+    ``memory`` (a memory.BoundedMemory, such as the process's ``ANALYSES``) keeps each program's
+    analysis by structural hash, for analyzers of the same hardware and limits that read the same
+    programs: the search's draft, its verifying PaCM and its batch rules read one round's programs
+    each in turn, and a hash costs a fraction of an analysis.
     """
 
     def __init__(self, hardware: Union[GPUSpec, CPUSpec, str] = "h100", max_shared_memory: Optional[int] = None,
-                 check_lowering: bool = False, target=None):
+                 check_lowering: bool = False, target=None, memory: Optional[BoundedMemory] = None):
         if isinstance(hardware, str):
             hardware = detect_cpu() if hardware == "cpu" else get_gpu_spec(hardware)
         self.hardware = hardware
         self.max_shared_memory = max_shared_memory
         self.check_lowering = check_lowering
         self.target = target
+        self.memory = memory
+        # What an analysis depends on besides the program: analyzers that agree on it share analyses.
+        self.settings_key = repr((hardware, max_shared_memory, check_lowering,
+                                  str(target) if check_lowering else None))
 
     @classmethod
     def for_target(cls, target, gpu: Optional[GPUSpec] = None, cpu: Optional[CPUSpec] = None,
@@ -70,12 +83,26 @@ class StaticAnalyzer:
     def is_gpu(self) -> bool:
         return isinstance(self.hardware, GPUSpec)
 
-    def estimate(self, candidate) -> Estimate:
+    def estimate(self, candidate, key: Optional[int] = None) -> Estimate:
         """Estimate a post-processed Schedule (or its IRModule / PrimFunc)."""
-        return self.analyze(candidate)[1]
+        return self.analyze(candidate, key)[1]
 
-    def analyze(self, candidate):
-        """(walked programs, Estimate): the walk is returned for callers that reuse it (PaCM)."""
+    def analyze(self, candidate, key: Optional[int] = None):
+        """(walked programs, Estimate): the walk is returned for callers that reuse it (PaCM).
+
+        With a ``memory``, the analysis is kept under the candidate's structural hash: ``key`` where
+        the caller has it (of the candidate as given), else computed here. Callers share what is
+        returned, so they read it and never change it.
+        """
+        if self.memory is None:
+            return self._analyzed(candidate)
+        if key is None:
+            import tvm_ffi
+
+            key = int(tvm_ffi.structural_hash(getattr(candidate, "mod", candidate)))
+        return self.memory.get((self.settings_key, key), lambda: self._analyzed(candidate))
+
+    def _analyzed(self, candidate):
         try:
             funcs = _primfuncs(candidate)
             programs = [walk_primfunc(func, strides=not self.is_gpu) for func in funcs]
@@ -116,3 +143,6 @@ class StaticAnalyzer:
             lines = [line for line in str(err).splitlines() if line.strip()]
             return "failed to lower: " + (lines[-1] if lines else type(err).__name__)
         return ""
+
+
+ANALYSES = BoundedMemory(REMEMBERED_ANALYSES)

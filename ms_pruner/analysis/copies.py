@@ -22,7 +22,7 @@ from .access import (WarpAccess, _int, predicate_ratio, scalar_requests, scalari
 from .index_cost import address_divisions
 from .memory import BoundedMemory
 
-# Copies remembered at most (each a few hundred bytes); past that the memory starts again.
+# Copies remembered (at least this many, at most twice; each a few hundred bytes).
 REMEMBERED_COPIES = 1 << 16
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Tuple
 
-from .access import WarpAccess, _int, dtype_bytes, index_strides
+from .access import WarpAccess, _int, _shape, dtype_bytes, index_strides
 from .copies import COPY_MEMORY, CopyMemory
 
 LOOP_KINDS = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread"}
@@ -128,14 +128,17 @@ class ProgramInfo:
     params: Dict[str, Tuple[Tuple[int, ...], float]]  # global buffer name -> (shape, dtype bytes)
 
 
-def _access(region) -> Access:
-    buf = region.source
-    return Access(
-        buffer=str(buf.name),
-        scope=str(buf.scope()),
-        dtype_bytes=dtype_bytes(buf.dtype),
-        shape=tuple(_int(rng.extent) for rng in region.region),
-    )
+def _regions(regions) -> List[Tuple[Access, list, List[int]]]:
+    """(Access, the region's start indices, its buffer's shape) of each region, each TVM array read
+    once: the walk reads every block's regions, and a read through the FFI costs more than the rest."""
+    out = []
+    for region in regions:
+        buf = region.source
+        ranges = list(region.region)
+        access = Access(buffer=str(buf.name), scope=str(buf.scope()), dtype_bytes=dtype_bytes(buf.dtype),
+                        shape=tuple(_int(rng.extent) for rng in ranges))
+        out.append((access, [rng.min for rng in ranges], _shape(buf)))
+    return out
 
 
 class _Walker:
@@ -227,12 +230,15 @@ class _Walker:
                     scan(body)
 
         index = len(self.blocks)
-        reads = [_access(r) for r in block.reads]
-        writes = [_access(w) for w in block.writes]
+        regions = _regions(block.reads)
+        reads = len(regions)
+        regions += _regions(block.writes)
+        accesses = [access for access, _, _ in regions]
         if self.strides:
-            strides = index_strides(realize, list(block.reads) + list(block.writes), self.loop_vars, self.loops)
-            writes = [dataclasses.replace(a, strides=st) for a, st in zip(writes, strides[len(reads):])]
-            reads = [dataclasses.replace(a, strides=st) for a, st in zip(reads, strides)]
+            strides = index_strides(realize, [(starts, shape) for _, starts, shape in regions], self.loop_vars,
+                                    self.loops)
+            accesses = [dataclasses.replace(a, strides=st) for a, st in zip(accesses, strides)]
+        reads, writes = accesses[:reads], accesses[reads:]
         info = BlockInfo(
             name=str(block.name_hint),
             loops=tuple(self.loops),

@@ -56,11 +56,13 @@ class PaCMCore:
 
     # -- features -------------------------------------------------------------------------
     def extractor(self, target) -> TokenExtractor:
-        from ..analysis import StaticAnalyzer
+        """The target's token extractor, whose analyses the search's own analyzer shares (``ANALYSES``):
+        a verified draft member, and a measured one, was analyzed when the draft scored it."""
+        from ..analysis import ANALYSES, StaticAnalyzer
 
         key = str(target)
         if key not in self.extractors:
-            self.extractors[key] = TokenExtractor(StaticAnalyzer.for_target(target))
+            self.extractors[key] = TokenExtractor(StaticAnalyzer.for_target(target, memory=ANALYSES))
         return self.extractors[key]
 
     def featurize(self, mods, target) -> List[Sample]:

@@ -36,9 +36,11 @@ from typing import List, Optional
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
+from ..analysis import ANALYSES
 from ..analysis.copies import COPY_MEMORY
 from ..tuning.records import mean_latency, measure_candidate, measured_batch
 from .batch import BatchRules, compose_batch
+from .candidates import CandidateFacts, structural_key
 from .defaults import DEFAULTS, MIN_FRESH_SAMPLES, for_target
 
 
@@ -93,8 +95,7 @@ class PrunerSearch(PySearchStrategy):
         self.settings = None  # the parameters that depend on the kind of target, resolved (defaults.py)
         self.follow_up = None  # what the cold round left for the follow-up round to measure
         self.sampler = None  # fresh samples screened against VerifyGPUCode's limits (screen.py), on a GPU
-        self.estimates = {}  # this round's analyzer estimates by structural hash (geometry, fetch widths)
-        self._keys = {}  # this round's structural hashes by schedule object (id -> (schedule, hash))
+        self.facts = None  # each schedule's hash, estimate and geometry, found once a round (candidates.py)
 
     # -- MetaSchedule plumbing ------------------------------------------------------------
     def _initialize_with_tune_context(self, context) -> None:
@@ -105,7 +106,8 @@ class PrunerSearch(PySearchStrategy):
 
         self.context = context
         self.space = DesignSpace(context.mod, context.target, context=context)
-        self.analyzer = StaticAnalyzer.for_target(context.target)
+        self.analyzer = StaticAnalyzer.for_target(context.target, memory=ANALYSES)
+        self.facts = CandidateFacts(self.analyzer)
         self.settings = settings = for_target(self.params, "gpu" if self.analyzer.is_gpu else "cpu")
         share = settings.categorical_mutate_prob
         self.draft_context = with_categorical_mutator(context, share, self.params["seed"]) if share > 0 else context
@@ -197,7 +199,7 @@ class PrunerSearch(PySearchStrategy):
         header = {"round": self.round, "task": str(self.context.task_name),
                   "verifier": "own MoA PaCM" if self.own_model is not None else "tuning cost model"}
         timing, picks = dict(header), []
-        copies_asked, copies_computed = COPY_MEMORY.asked, COPY_MEMORY.computed
+        before = self._counters(sampler=False)
         if follow_up is not None and self.best is not None:
             picks = self._follow_up_round(follow_up, min(follow_up["size"], left), timing)
         if not picks:  # no follow-up due, or nothing left to follow up with: search anew
@@ -207,14 +209,13 @@ class PrunerSearch(PySearchStrategy):
             batch = min(follow_up["size"] if follow_up is not None else self.per_iter, left)
             picks = self._searched_round(batch, timing, split=follow_up is None)
         timing["picked"] = len(picks)
-        timing["copies_walked"] = COPY_MEMORY.asked - copies_asked
-        timing["copies_computed"] = COPY_MEMORY.computed - copies_computed
+        timing.update({k: v - before[k] for k, v in self._counters(sampler=False).items()})
         self.timings.append(timing)
         self.round += 1
         if not picks:
             return None
         for sch in picks:
-            self.measured.add(self._key_of(sch))
+            self.measured.add(self.facts.key(sch))
         return [measure_candidate(sch) for sch in picks]
 
     def _searched_round(self, batch: int, timing: dict, split: bool = True) -> List:
@@ -222,19 +223,17 @@ class PrunerSearch(PySearchStrategy):
         a GPU measures ``cold_batch_share`` when ``split``, leaving the rest to the follow-up)."""
         from tvm.s_tir import meta_schedule as ms
 
-        self.estimates, self._keys = {}, {}
+        self.facts.new_round()
         cold = self.best is None
         full_batch = batch
         if cold and split:
             batch = max(1, int(round(batch * self.settings.cold_batch_share)))
         start = time.perf_counter()
-        screened = dict(self.sampler.stats, copies_walked=COPY_MEMORY.asked, copies_computed=COPY_MEMORY.computed) \
-            if self.sampler is not None else None
+        before = self._counters()
         population, timing["carried"] = self._population()
         timing["sample_s"] = time.perf_counter() - start
-        if screened is not None:  # the sampler's replays, and the copy blocks its analyses walked
-            now = dict(self.sampler.stats, copies_walked=COPY_MEMORY.asked, copies_computed=COPY_MEMORY.computed)
-            timing.update({f"sample_{k}": v - screened[k] for k, v in now.items()})
+        if self.sampler is not None:  # the sampler's replays, and the analyses and copy blocks they read
+            timing.update({f"sample_{k}": v - before[k] for k, v in self._counters().items()})
         timing["population"] = len(population)
 
         start = time.perf_counter()
@@ -244,7 +243,7 @@ class PrunerSearch(PySearchStrategy):
         timing["selection_power"] = fitness.power
         draft = list(ms._ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel(  # pylint: disable=protected-access
             self.inner_cold if cold else self.inner, population, self.params["draft_size"]))
-        draft = [s for s in draft if self._key_of(s) not in self.measured]
+        draft = [s for s in draft if self.facts.key(s) not in self.measured]
         timing["draft_s"] = time.perf_counter() - start
         timing["draft_analyzer_s"] = fitness.seconds - psa_seconds
         timing["draft_scored"] = fitness.calls - psa_calls
@@ -268,7 +267,7 @@ class PrunerSearch(PySearchStrategy):
             timing["widen_s"] = time.perf_counter() - start
         if cold and picks and batch < full_batch:
             self.follow_up = {"size": full_batch - len(picks),
-                              "geometries": collections.Counter(self._geometry(s) for s in picks)}
+                              "geometries": collections.Counter(self.facts.geometry(s) for s in picks)}
             timing["follow_up_due"] = self.follow_up["size"]
         return picks
 
@@ -280,7 +279,7 @@ class PrunerSearch(PySearchStrategy):
         does), so the geometry cap spans the whole split batch and narrow fetches are widened, as
         in the cold round; a neighbour is measured as built, its one changed decision being the point.
         """
-        draft = [s for s in self.carry if self._key_of(s) not in self.measured]
+        draft = [s for s in self.carry if self.facts.key(s) not in self.measured]
         timing.update(follow_up=True, carried=len(draft), population=0, sample_s=0.0, draft_s=0.0,
                       draft=len(draft), generations=0)
         droplet = self._droplet(timing, True)
@@ -291,10 +290,19 @@ class PrunerSearch(PySearchStrategy):
         timing["verify_s"] = time.perf_counter() - start
         if self.settings.widen_cold_fetches:
             start = time.perf_counter()
-            neighbours = frozenset(self._key_of(s) for s in droplet)
+            neighbours = frozenset(self.facts.key(s) for s in droplet)
             picks, timing["widened"] = self._widen_fetches(picks, self.measured | neighbours, kept=neighbours)
             timing["widen_s"] = time.perf_counter() - start
         return picks
+
+    def _counters(self, sampler: bool = True) -> dict:
+        """The running counts a round reports the differences of: analyses (``ANALYSES``) and copy
+        blocks (``COPY_MEMORY``) asked for and computed, and the screened sampler's (``sampler``)."""
+        counts = {"analyses_asked": ANALYSES.asked, "analyses_computed": ANALYSES.computed,
+                  "copies_walked": COPY_MEMORY.asked, "copies_computed": COPY_MEMORY.computed}
+        if sampler and self.sampler is not None:
+            counts.update(self.sampler.stats)
+        return counts
 
     def _droplet(self, timing: dict, wanted: bool) -> List:
         """Unmeasured Droplet neighbours of the best measured schedule (when ``wanted``)."""
@@ -304,7 +312,7 @@ class PrunerSearch(PySearchStrategy):
             from .droplet import neighbours
 
             droplet = [s for s in neighbours(self.space, self.best[1], self.params["droplet_neighbours"],
-                                             self.rng.randrange(1 << 30)) if self._key_of(s) not in self.measured]
+                                             self.rng.randrange(1 << 30)) if self.facts.key(s) not in self.measured]
         timing["droplet_s"] = time.perf_counter() - start
         timing["droplet"] = len(droplet)
         return droplet
@@ -318,7 +326,7 @@ class PrunerSearch(PySearchStrategy):
             workload = self.database.commit_workload(self.context.mod)
             top = self.database.get_top_k(workload, int(self.params["population"] * self.params["init_measured_ratio"]))
             population.extend(self.space.replay_valid([r.trace for r in top], self.rng))
-        carried = [s for s in self.carry if self._key_of(s) not in self.measured]
+        carried = [s for s in self.carry if self.facts.key(s) not in self.measured]
         carried = carried[:max(0, self.params["population"] - len(population))]
         population.extend(carried)
         missing = self.params["population"] - len(population)
@@ -340,7 +348,8 @@ class PrunerSearch(PySearchStrategy):
         from .climb import cold_climb
 
         cap = self._cold_geometry_cap(batch)
-        return cold_climb(draft, self.space, lambda s: self._estimate(s).latency_s, self._geometry, self._key_of,
+        facts = self.facts
+        return cold_climb(draft, self.space, lambda s: facts.estimate(s).latency_s, facts.geometry, facts.key,
                           self.measured, self.settings.cold_climb_starts, self.params["cold_climb_steps"],
                           self.params["cold_climb_moves"], self.rng, members=-(-cap // 2) if cap else 1)
 
@@ -358,8 +367,8 @@ class PrunerSearch(PySearchStrategy):
         otherwise fill it. Picks over the cap come back only when the draft has too few geometries.
         Within a geometry, the fetch-width variants estimated as ties come in turn (``_spread_variants``).
         """
-        picks, unpicked = compose_batch(self._rank(droplet), draft, self._rank(draft), rules, self._key_of,
-                                        self.measured, self.rng, self._geometry, self._spread_variants)
+        picks, unpicked = compose_batch(self._rank(droplet), draft, self._rank(draft), rules, self.facts.key,
+                                        self.measured, self.rng, self.facts.geometry, self._spread_variants)
         self.carry = unpicked[:self.params["carry_over"]]
         return picks
 
@@ -372,28 +381,14 @@ class PrunerSearch(PySearchStrategy):
         band = self.params["cold_variant_band"]
         if band <= 0:
             return ranked
-        return spread_variants(ranked, self._geometry, lambda s: operand_fetch_bytes(self._estimate(s).features),
-                               lambda s: self._estimate(s).latency_s, band)
+        facts = self.facts
+        return spread_variants(ranked, facts.geometry, lambda s: operand_fetch_bytes(facts.estimate(s).features),
+                               lambda s: facts.estimate(s).latency_s, band)
 
     def _widen_fetches(self, picks: List, excluded: set, kept: frozenset = frozenset()):
         from .fetch_width import widen_narrow_picks
 
-        return widen_narrow_picks(picks, self.space, self._estimate, self._key_of, excluded, self.rng, kept)
-
-    def _estimate(self, sch):
-        """The analyzer's estimate of ``sch``, computed once a round."""
-        key = self._key_of(sch)
-        if key not in self.estimates:
-            self.estimates[key] = self.analyzer.estimate(sch.mod)
-        return self.estimates[key]
-
-    def _geometry(self, sch):
-        """The analyzer's view of a schedule's tiling (``analysis.kernel_geometry``); the tile
-        sizes on a CPU."""
-        from ..analysis import kernel_geometry
-        from .droplet import tile_decisions
-
-        return kernel_geometry(self._estimate(sch).features) or tile_decisions(sch.trace)
+        return widen_narrow_picks(picks, self.space, self.facts.estimate, self.facts.key, excluded, self.rng, kept)
 
     def _rank(self, schedules: List) -> List:
         if not schedules:
@@ -406,21 +401,6 @@ class PrunerSearch(PySearchStrategy):
 
     def _note_measured(self, trace, latency: float, mod) -> None:
         if mod is not None:
-            self.measured.add(self._key(mod))
+            self.measured.add(structural_key(mod))
         if latency < 1e9 and (self.best is None or latency < self.best[0]):
             self.best = (latency, trace)
-
-    def _key_of(self, sch) -> int:
-        """``_key(sch.mod)``, hashed once per schedule object a round (a round asks for the key of
-        a draft member in the draft filter, the climb, the estimate cache and the selection)."""
-        entry = self._keys.get(id(sch))
-        if entry is None or entry[0] is not sch:
-            entry = (sch, self._key(sch.mod))
-            self._keys[id(sch)] = entry
-        return entry[1]
-
-    @staticmethod
-    def _key(mod) -> int:
-        import tvm_ffi
-
-        return int(tvm_ffi.structural_hash(mod))

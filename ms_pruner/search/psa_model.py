@@ -11,7 +11,7 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from ..analysis import StaticAnalyzer
 from ..analysis.memory import BoundedMemory
 
-# Scores remembered at most (a few MB); past that the memory starts again.
+# Scores remembered (at least this many, at most twice: a few MB).
 REMEMBERED_SCORES = 1 << 16
 
 
@@ -64,8 +64,10 @@ class PSACostModel(PyCostModel):
     def _score(self, mod) -> float:
         import tvm_ffi
 
+        key = int(tvm_ffi.structural_hash(mod))
+
         def estimate() -> float:
             self.estimated += 1
-            return self.analyzer.estimate(mod).score
+            return self.analyzer.estimate(mod, key).score
 
-        return self.scores.get(int(tvm_ffi.structural_hash(mod)), estimate)
+        return self.scores.get(key, estimate)
