@@ -81,3 +81,20 @@ def searched_source(args, target) -> dict:
     if isinstance(args.db, (list, tuple)):
         return {"db": [os.path.normpath(path) for path in args.db]}
     return {"db": os.path.normpath(args.db)}
+
+
+def screened_space(spec: str, target, threads: int):
+    """(TuneContext, DesignSpace, analyzer, ScreenedSampler) of a workload on a GPU target, as
+    PrunerSearch builds them for its fresh samples."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.screen import ScreenedSampler
+    from ms_pruner.workloads import parse_workload
+
+    context = ms.TuneContext(mod=parse_workload(spec).prim_func(), target=target,
+                             space_generator="post-order-apply", num_threads=threads)
+    space = DesignSpace(context.mod, target, context=context)
+    analyzer = StaticAnalyzer.for_target(target)
+    return context, space, analyzer, ScreenedSampler.for_target(space, analyzer, target)

@@ -17,7 +17,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import command_line, machine, write_json  # noqa: E402
+from _common import command_line, machine, screened_space, write_json  # noqa: E402
 
 WORKLOADS = ("matmul:4096x4096x4096:float16:float32", "conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32")
 
@@ -68,21 +68,13 @@ def main() -> None:
     import tvm.s_tir.tensor_intrin  # noqa: F401
     from tvm.s_tir import meta_schedule as ms
 
-    from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.hardware import get_gpu_spec
-    from ms_pruner.search import DesignSpace
-    from ms_pruner.search.screen import ScreenedSampler
-    from ms_pruner.workloads import parse_workload
 
     target = get_gpu_spec("h100").target()
     result = {"command": command_line(), "machine": machine(), "threads": args.threads, "workloads": {}}
     for spec in args.workload or WORKLOADS:
-        context = ms.TuneContext(mod=parse_workload(spec).prim_func(), target=target,
-                                 space_generator="post-order-apply", num_threads=args.threads)
-        space = DesignSpace(context.mod, target, context=context)
+        context, space, _, sampler = screened_space(spec, target, args.threads)
         entry = {"random_draws": random_draws(space, args.draws, seed=0)}
-        analyzer = StaticAnalyzer.for_target(target)
-        sampler = ScreenedSampler.for_target(space, analyzer, target)
         start = time.perf_counter()
         found = sampler.sample(args.count, random.Random(0))
         entry["screened"] = {"valid": len(found), "seconds": time.perf_counter() - start, **sampler.stats}

@@ -52,6 +52,12 @@ def test_screened_sampler_replays_only_draws_verify_gpu_code_may_pass(tensor_int
     assert len(dropped) > len(draws) / 2 and not any(dropped), "only invalid draws are dropped"
     assert sum(kept) / len(kept) > 2 * sum(valid) / len(valid)
 
+    # A trace from elsewhere (a mutation, a climb move) is screened by its sketch's fit, its sampling
+    # instructions matched by position: as the draw was, and never a schedule the fit learned was valid.
+    assert [sampler.screens(Trace(sketch.trace.insts, decisions)) for sketch, decisions, _ in draws] == \
+        [out for _, _, out in draws]
+    assert [sampler.screens(s.trace.simplified(remove_postproc=True)) for s in found] == [False] * len(found)
+
 
 def test_sketches_with_other_decisions_are_left_to_metaschedules_sampler():
     """The llvm conv2d's sketches sample a compute location (the padding's), which the screen does

@@ -250,10 +250,11 @@ class PrunerSearch(PySearchStrategy):
         timing["draft_estimated"] = fitness.estimated - psa_estimated
         timing["draft"] = len(draft)
         if cold and self.settings.cold_climb_starts > 0:
-            start = time.perf_counter()
+            start, replays = time.perf_counter(), self.space.replays
             climbed, variants = self._climb(draft, batch)
             draft.extend(climbed + variants)
             timing["climb_s"] = time.perf_counter() - start
+            timing["climb_replayed"], timing["climb_valid"] = self.space.replays_since(replays)
             timing["climbed"], timing["fetch_variants"] = len(climbed), len(variants)
 
         droplet = self._droplet(timing, self.round >= self.params["droplet_after"])
@@ -306,7 +307,7 @@ class PrunerSearch(PySearchStrategy):
 
     def _droplet(self, timing: dict, wanted: bool) -> List:
         """Unmeasured Droplet neighbours of the best measured schedule (when ``wanted``)."""
-        start = time.perf_counter()
+        start, replays = time.perf_counter(), self.space.replays
         droplet = []
         if self.best is not None and wanted:
             from .droplet import neighbours
@@ -314,6 +315,7 @@ class PrunerSearch(PySearchStrategy):
             droplet = [s for s in neighbours(self.space, self.best[1], self.params["droplet_neighbours"],
                                              self.rng.randrange(1 << 30)) if self.facts.key(s) not in self.measured]
         timing["droplet_s"] = time.perf_counter() - start
+        timing["droplet_replayed"], timing["droplet_valid"] = self.space.replays_since(replays)
         timing["droplet"] = len(droplet)
         return droplet
 

@@ -178,6 +178,25 @@ class ScreenedSampler:
                 sketch.refit()
         return found
 
+    def screens(self, trace) -> Optional[bool]:
+        """Whether the screen would drop ``trace`` unreplayed (a mutated or moved schedule's trace, its
+        postprocessors removed): its sampling instructions are matched in order to each sketch's (and
+        where two sketches sample alike, every instruction), and it is dropped where every matching
+        sketch's fit says it breaks a limit. None where no fitted sketch matches or a decision is missing."""
+        insts = [inst for inst in trace.insts if inst.kind.name in SUPPORTED_DECISIONS]
+        signature = _signature(insts)
+        matches = [s for s in self.sketches if s is not None and s.fitted and _signature(s.insts) == signature]
+        if len(matches) > 1:  # sketches that sample alike (the matmul's two layouts of B): by every instruction
+            whole = _signature(trace.insts)
+            matches = [s for s in matches if _signature(s.trace.insts) == whole] or matches
+        verdicts = []
+        for sketch in matches:
+            decisions = {own: trace.decisions.get(inst) for own, inst in zip(sketch.insts, insts)}
+            if any(value is None for value in decisions.values()):
+                return None
+            verdicts.append(sketch.exceeds(sketch.features(decisions), self.limits))
+        return all(verdicts) if verdicts else None
+
     def _draw(self, sketch: SketchDecisions, rng: random.Random) -> Dict:
         decisions, tiles = {}, iter(sketch.extents)
         for inst in sketch.insts:
@@ -218,6 +237,10 @@ def fresh_samples(sampler: Optional[ScreenedSampler], inner, wanted: int, attemp
         fresh.extend(ms._ffi_api.SearchStrategyEvolutionarySearchSampleInitPopulation(  # pylint: disable=protected-access
             inner, attempts - len(fresh)))
     return fresh
+
+
+def _signature(insts) -> tuple:
+    return tuple((inst.kind.name, str(inst.attrs)) for inst in insts)
 
 
 def _stand_in_loop(extent: int, seed: int):

@@ -28,6 +28,7 @@ class DesignSpace:
         self.mutator_probs = {m: float(p) for m, p in generator.mutator_probs.items()}
         self.verify_at = next((i for i, p in enumerate(self.postprocs) if type(p).__name__ == "VerifyGPUCode"),
                               len(self.postprocs))  # where replay_checked reads a schedule
+        self.replays = (0, 0)  # (traces replay_valid replayed, those that came back valid), over its life
 
     def replay(self, trace, seed: int, keep_decisions: bool = True,
                decision_provider: Optional[Callable] = None):
@@ -95,7 +96,13 @@ class DesignSpace:
         replayed with a seed drawn from ``rng`` (one per trace, drawn before any replay runs, so
         the draws do not depend on which traces fail)."""
         seeds = [rng.randrange(1, 1 << 30) for _ in traces]
-        return [sch for sch in self.replay_many(traces, seeds) if sch is not None]
+        valid = [sch for sch in self.replay_many(traces, seeds) if sch is not None]
+        self.replays = (self.replays[0] + len(traces), self.replays[1] + len(valid))
+        return valid
+
+    def replays_since(self, before: tuple) -> tuple:
+        """(replayed, valid) of ``replay_valid`` since ``replays`` was ``before``."""
+        return self.replays[0] - before[0], self.replays[1] - before[1]
 
     def sample(self, count: int, seed: int = 0, max_attempts: Optional[int] = None,
                exclude: Optional[set] = None) -> List:
