@@ -231,14 +231,14 @@ class _Walker:
 
         index = len(self.blocks)
         regions = _regions(block.reads)
-        reads = len(regions)
+        read_count = len(regions)
         regions += _regions(block.writes)
         accesses = [access for access, _, _ in regions]
         if self.strides:
             strides = index_strides(realize, [(starts, shape) for _, starts, shape in regions], self.loop_vars,
                                     self.loops)
             accesses = [dataclasses.replace(a, strides=st) for a, st in zip(accesses, strides)]
-        reads, writes = accesses[:reads], accesses[reads:]
+        reads, writes = accesses[:read_count], accesses[read_count:]
         info = BlockInfo(
             name=str(block.name_hint),
             loops=tuple(self.loops),

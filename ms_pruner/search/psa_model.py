@@ -10,6 +10,7 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from ..analysis import StaticAnalyzer
 from ..analysis.memory import BoundedMemory
+from .candidates import structural_key
 
 # Scores remembered (at least this many, at most twice: a few MB).
 REMEMBERED_SCORES = 1 << 16
@@ -62,9 +63,7 @@ class PSACostModel(PyCostModel):
         return scores
 
     def _score(self, mod) -> float:
-        import tvm_ffi
-
-        key = int(tvm_ffi.structural_hash(mod))
+        key = structural_key(mod)
 
         def estimate() -> float:
             self.estimated += 1

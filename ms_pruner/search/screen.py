@@ -24,6 +24,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from .candidates import structural_key
+
 SUPPORTED_DECISIONS = ("SamplePerfectTile", "SampleCategorical")
 SLACK_LOG2 = 0.1  # screened out only when the lowered prediction exceeds a limit by 7% more
 MIN_EXTRA_ROWS = 4  # replayed draws beyond the fit's unknowns before a sketch is screened
@@ -41,10 +43,20 @@ class SketchDecisions:
     def __init__(self, trace, extents: List[int]):
         self.trace = trace
         self.insts = [inst for inst in trace.insts if inst.kind.name in SUPPORTED_DECISIONS]
+        self.signature = _signature(self.insts)  # how ``ScreenedSampler.screens`` knows its traces
+        self._whole_signature = None
         self.extents = extents  # per SamplePerfectTile instruction, in order
         self.rows: List[List[float]] = []
         self.measured: List[Dict] = []
         self.fits: Dict = {}  # quantity -> (weights, largest overestimate over the replayed draws)
+
+    @property
+    def whole_signature(self) -> tuple:
+        """Every instruction's kind and attributes (the index maps printed): told apart from a sketch
+        that samples alike; computed when first asked."""
+        if self._whole_signature is None:
+            self._whole_signature = _signature(self.trace.insts)
+        return self._whole_signature
 
     def features(self, decisions: Dict) -> List[float]:
         """1 and the log2 tile factors but each split's outermost, which the others and the extent fix."""
@@ -131,7 +143,6 @@ class ScreenedSampler:
         """Up to ``count`` distinct valid schedules (post-processed), from at most 40 draws a
         schedule asked (the replays on the space's threads, the analyzer reading each before
         VerifyGPUCode: ``DesignSpace.replay_checked``)."""
-        import tvm_ffi
         from tvm.s_tir.schedule import Trace
 
         seen = set()
@@ -170,7 +181,7 @@ class ScreenedSampler:
                     continue
                 self.stats["valid"] += 1
                 self.stats["false_rejections"] += int(audited)
-                key = int(tvm_ffi.structural_hash(sch.mod))
+                key = structural_key(sch.mod)
                 if key not in seen and len(found) < count:
                     seen.add(key)
                     found.append(sch)
@@ -185,10 +196,10 @@ class ScreenedSampler:
         sketch's fit says it breaks a limit. None where no fitted sketch matches or a decision is missing."""
         insts = [inst for inst in trace.insts if inst.kind.name in SUPPORTED_DECISIONS]
         signature = _signature(insts)
-        matches = [s for s in self.sketches if s is not None and s.fitted and _signature(s.insts) == signature]
+        matches = [s for s in self.sketches if s is not None and s.fitted and s.signature == signature]
         if len(matches) > 1:  # sketches that sample alike (the matmul's two layouts of B): by every instruction
             whole = _signature(trace.insts)
-            matches = [s for s in matches if _signature(s.trace.insts) == whole] or matches
+            matches = [s for s in matches if s.whole_signature == whole] or matches
         verdicts = []
         for sketch in matches:
             decisions = {own: trace.decisions.get(inst) for own, inst in zip(sketch.insts, insts)}

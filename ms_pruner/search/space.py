@@ -10,6 +10,8 @@ from __future__ import annotations
 import random
 from typing import Callable, List, Optional
 
+from .candidates import structural_key
+
 
 class DesignSpace:
     """The sketches, postprocessors and mutators MetaSchedule would use for ``mod`` on ``target``."""
@@ -107,8 +109,6 @@ class DesignSpace:
     def sample(self, count: int, seed: int = 0, max_attempts: Optional[int] = None,
                exclude: Optional[set] = None) -> List:
         """Up to ``count`` distinct random candidates (post-processed Schedules)."""
-        import tvm_ffi
-
         rng = random.Random(seed)
         seen = set(exclude or ())
         found = []
@@ -120,7 +120,7 @@ class DesignSpace:
             sch = self.replay(sketch, seed=rng.randrange(1, 2**30), keep_decisions=False)
             if sch is None:
                 continue
-            key = int(tvm_ffi.structural_hash(sch.mod))
+            key = structural_key(sch.mod)
             if key in seen:
                 continue
             seen.add(key)
