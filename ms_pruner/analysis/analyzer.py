@@ -14,7 +14,7 @@ from .memory import BoundedMemory
 from .tir_walk import walk_primfunc
 
 # Analyses the models of one tuning process share (``ANALYSES``): one round's draft estimates at
-# least this many programs (~20 KB each for the H100 matmul's), and its verify asks for the same.
+# least this many programs (each kept as its walk and estimate), and its verify asks for the same.
 REMEMBERED_ANALYSES = 2048
 
 
