@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -114,6 +115,29 @@ def cmd_analyze(args) -> int:
               f"by the analyzer only {r['spill_estimate_only']}, by ptxas only {r['spill_ptxas_only']}; "
               f"same blocks per SM {r['same_blocks_per_sm']}; median register error {r['regs_error_median']}")
     return 0
+
+
+def cmd_remeasure(args) -> int:
+    from .hardware import resolve_target
+    from .tuning.remeasure import best_records, remeasure, summary
+
+    choice = resolve_target(args.target, args.gpu, require_device=True)
+    report = {"target": str(choice.target), "work_dirs": {}}
+    for work_dir in args.db:
+        records = best_records(work_dir, choice.target, args.top)
+        again = remeasure(records, choice.target, builder=args.builder)
+        report["work_dirs"][work_dir] = {"records": [dataclasses.asdict(r) for r in again], "summary": summary(again)}
+        if not args.json:
+            print(f"{work_dir}: its {len(again)} best records measured again here")
+            for entry in again:
+                now = f"{entry.measured_s * 1e6:10.1f}" if entry.measured_s else f"{'failed':>10}"
+                print(f"  #{entry.rank} recorded {entry.recorded_s * 1e6:10.1f} us  now {now} us"
+                      + (f"  x{entry.ratio:.3f}" if entry.ratio else f"  {entry.error}"))
+            median = report["work_dirs"][work_dir]["summary"]["median_ratio"]
+            print(f"  median now/recorded: {median:.3f}" if median else "  none ran")
+    if args.json:
+        print(json.dumps(report))
+    return 0 if all(w["summary"]["measured"] for w in report["work_dirs"].values()) else 1
 
 
 def cmd_evaluate_model(args) -> int:
@@ -312,6 +336,15 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--no-progress", action="store_true")
     _add_time_limit(model)
     model.set_defaults(func=cmd_tune_model)
+
+    again = sub.add_parser("remeasure", help="build and run a work dir's best records again on this machine")
+    again.add_argument("--db", action="append", required=True, help="work dir or database directory (repeatable)")
+    again.add_argument("--top", type=int, default=4, help="how many of the fastest valid records")
+    again.add_argument("--target", default="auto")
+    again.add_argument("--gpu", default=None)
+    again.add_argument("--builder", default="pruner")
+    again.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    again.set_defaults(func=cmd_remeasure)
 
     show = sub.add_parser("show", help="print the best record of each workload in a work dir")
     show.add_argument("--work-dir", required=True)

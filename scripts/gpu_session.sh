@@ -14,6 +14,8 @@
 #   bash scripts/gpu_session.sh conv-pruner       # issue 5: the conv2d layer, Pruner
 #   bash scripts/gpu_session.sh issue5            # issue 5: the four runs above in one process, conv2d first
 #   bash scripts/gpu_session.sh restore           # first: go on with the runs an earlier lending committed
+#                                                 #   (RERUN="SPEC=STRATEGY ...": make those finished runs again)
+#   bash scripts/gpu_session.sh calibrate         # the restored stock runs' best records measured again here
 #   bash scripts/gpu_session.sh builder-stock     # issue 2: stock builder, 64 trials (ours = matmul-stock)
 #   bash scripts/gpu_session.sh conv-replay       # issue 3: 128 random conv2d candidates + analyze
 #   bash scripts/gpu_session.sh models-stock      # issue 6: bert-layer + resnet-block, stock
@@ -111,9 +113,18 @@ models() {
         restore)
             # Go on with the comparison an earlier lending committed (compare.json + work.tgz under
             # $RESTORE): finished runs stay, a cut run resumes; refused (exit 1) on another GPU.
+            # RERUN lists finished runs to make again with the current search (restore_runs.py --rerun).
+            rerun=(); for pair in ${RERUN:-}; do rerun+=(--rerun "$pair"); done
             [ -e "$KEEP/compare/compare.json" ] && echo "== $KEEP/compare already holds a comparison; not restoring" ||
                 python3 scripts/restore_runs.py --from "${RESTORE:-docs/results/h100}" --out "$KEEP/compare" \
-                    --target "$TARGET" --trials "$TRIALS" --per-iter "$PER_ITER" ;;
+                    --target "$TARGET" --trials "$TRIALS" --per-iter "$PER_ITER" "${rerun[@]}" ;;
+        calibrate)
+            # Runs compared across lendings ran on two machines of one kind: the restored stock runs'
+            # best records built and run again here say how far apart their timings are (remeasure.py).
+            dirs=(); for dir in "$KEEP"/compare/work/*/stock-*; do [ -d "$dir" ] && dirs+=(--db "$dir"); done
+            [ ${#dirs[@]} -gt 0 ] || { echo "== calibrate: no restored stock run under $KEEP/compare/work"; exit 0; }
+            timeout --foreground "$BUDGET" python3 -m ms_pruner remeasure "${dirs[@]}" --top "${CALIBRATE_TOP:-4}" \
+                --target "$TARGET" --json > "$KEEP/calibrate.json" && cat "$KEEP/calibrate.json" ;;
         matmul-stock) compare "$MM" stock ;;
         matmul-pruner) compare "$MM" pruner ;;
         conv-stock) compare "$CONV" stock ;;
@@ -152,7 +163,7 @@ models() {
     find work -type f \( -name '*.json' -o -name '*.jsonl' \) -print | tar czf "$OUT/work.tgz" -T -)
 (cd "$KEEP" && find . -path ./out -prune -o -type f -size -16M ! -name '*.so' ! -name '*.cubin' ! -name '*.tar' \
     ! -name '*.tgz' -print | tar czf "$OUT/keep.tgz" -T -)
-for name in session.log compare/compare.json compare/compare.md compare/compare.png; do
+for name in session.log calibrate.json compare/compare.json compare/compare.md compare/compare.png; do
     [ ! -e "$KEEP/$name" ] || cp "$KEEP/$name" "$OUT/"
 done
 echo "wrote $(ls "$OUT" | tr '\n' ' ')to $OUT"

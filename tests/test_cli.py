@@ -9,7 +9,7 @@ import pytest
 
 from ms_pruner.cli import main
 from ms_pruner.hardware import cuda_device_name
-from ms_pruner.tuning import open_database
+from ms_pruner.tuning import mean_latency, open_database
 
 SPEC = "matmul:128x128x128:float32:float32"
 
@@ -56,6 +56,14 @@ def test_tune_then_rerun_keeps_records(tmp_path, capsys):
     assert [(r["total_trials"], r["session"]) for r in resumed["rounds"]] == [(16, 0), (20, 1), (24, 2)]
     assert len({r["workload"] for r in resumed["rounds"]}) == 1
 
+    # The best records, built and run again here, measure about what they were recorded at.
+    assert main(["remeasure", "--db", work_dir, "--target", "llvm", "--top", "2", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["work_dirs"][work_dir]
+    recorded = [r["recorded_s"] for r in again["records"]]
+    assert recorded == sorted(recorded)
+    assert recorded[0] == min(mean_latency(r) for r in open_database(work_dir).get_all_tuning_records())
+    assert again["summary"]["measured"] == 2 and 0.25 < again["summary"]["median_ratio"] < 4
+
 
 @pytest.mark.skipif(cuda_device_name() is not None, reason="this machine has a GPU")
 def test_cuda_target_without_gpu_is_one_clear_line(tmp_path):
@@ -81,6 +89,8 @@ def test_bad_input_is_one_line(capsys, tmp_path):
     assert main(["show", "--work-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("ms-pruner: error: corrupt MetaSchedule database") and "\n" not in err
+    assert main(["remeasure", "--db", str(tmp_path / "none"), "--target", "llvm"]) == 2
+    assert "no MetaSchedule database" in capsys.readouterr().err
 
 
 def test_compare_merges_runs_made_one_strategy_at_a_time(tmp_path, capsys):
@@ -380,3 +390,48 @@ def test_a_comparison_restored_on_another_machine_resumes_its_cut_run(tmp_path):
     assert run["work_dir"] == str(moved) and run["calls"] == 2
     assert [(p["round"], p["trials"], p["call"]) for p in run["curve"]] == [(0, 8, 0), (1, 16, 1)]
     assert _record_keys(moved)[:8] == kept and len(_record_keys(moved)) == 16
+
+
+def test_a_restored_finished_run_set_aside_is_made_again(tmp_path):
+    """`restore --rerun` sets a finished run aside: the next `compare` makes it again in a new work dir beside
+    the other strategies' kept runs, and compare.md still says what the earlier run reached."""
+    import shutil
+    import tarfile
+
+    from ms_pruner.errors import UserError
+    from ms_pruner.hardware import resolve_target
+    from ms_pruner.tuning.compare import comparison_settings
+    from ms_pruner.tuning.restore import restore_comparison
+
+    lent = tmp_path / "lent"
+    args = ["compare", "--workload", SPEC, "--target", "llvm", "--trials", "8", "--per-iter", "8",
+            "--strategies", "stock", "--seed", "0", "--no-progress"]
+    assert main(args + ["--out", str(lent)]) == 0
+    committed = tmp_path / "committed"
+    (committed / "compare").mkdir(parents=True)
+    shutil.copy(lent / "compare.json", committed / "compare" / "compare.json")
+    with tarfile.open(committed / "work.tgz", "w:gz") as archive:
+        archive.add(lent / "work", arcname="work")
+    earlier = json.loads((lent / "compare.json").read_text())["workloads"][SPEC]["runs"]["stock"]
+    shutil.rmtree(lent)
+
+    report, archive = str(committed / "compare" / "compare.json"), str(committed / "work.tgz")
+    settings = comparison_settings(resolve_target("llvm"), 8, 8, 0, "pruner")
+    with pytest.raises(UserError, match="no finished pruner run"):
+        restore_comparison(report, archive, str(tmp_path / "a"), settings, [(SPEC, "pruner")])
+    with pytest.raises(UserError, match="no such workload"):
+        restore_comparison(report, archive, str(tmp_path / "b"), settings, [("matmul:64x64x64:float32:float32",
+                                                                              "stock")])
+    out = tmp_path / "here"
+    restored = restore_comparison(report, archive, str(out), settings, [(SPEC, "stock")])
+    entry = restored["workloads"][SPEC]
+    old_dir = out / "work" / SPEC.replace(":", "_") / os.path.basename(earlier["work_dir"])
+    assert entry["runs"] == {} and [r["work_dir"] for r in entry["superseded"]["stock"]] == [str(old_dir)]
+    assert len(_record_keys(old_dir)) == 8
+
+    assert main(args + ["--out", str(out)]) == 0
+    entry = json.loads((out / "compare.json").read_text())["workloads"][SPEC]
+    again = entry["runs"]["stock"]
+    assert again["work_dir"] != str(old_dir) and again["calls"] == 1 and len(_record_keys(again["work_dir"])) == 8
+    assert entry["superseded"]["stock"][0]["best_latency_s"] == earlier["best_latency_s"]
+    assert f"an earlier run (`{old_dir}`) was set aside" in (out / "compare.md").read_text()

@@ -199,9 +199,9 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
             if strategy in entry["runs"]:
                 continue
             pending, calls = entry.setdefault("pending", {}), entry.setdefault("calls", {})
-            if strategy not in pending:
-                pending[strategy] = os.path.join(out_dir, "work", workload.spec.replace(":", "_"),
-                                                 f"{strategy}-{stamp}")
+            if strategy not in pending:  # a new run's own dir, never one of a run set aside (restore.py)
+                path = os.path.join(out_dir, "work", workload.spec.replace(":", "_"), f"{strategy}-{stamp}")
+                pending[strategy] = path + ("-again" if os.path.exists(path) else "")
             calls[strategy] = calls.get(strategy, 0) + 1
             entry["summary"] = summarize(entry["runs"])
             if on_run is not None:
@@ -248,15 +248,28 @@ def _so_far(name: str, entry: dict) -> str:
     last = partial["curve"][-1]
     text = (f" So far {last['trials']} trials in {last['wall_s']:.0f} s, best {_us(partial['best_latency_s'])} us"
             f" (round {last['round']})")
+    return text + _against_stock(name, partial, entry, "not yet at")
+
+
+def _against_stock(name: str, run: dict, entry: dict, missed: str) -> str:
+    """When ``run`` reached the finished stock run's final best, and how much sooner than stock."""
     stock = entry["runs"].get("stock")
     if name == "stock" or stock is None or not stock["best_latency_s"]:
-        return text + "."
-    so_far = summarize({"stock": stock, name: partial})[name]
-    reached = so_far.get("time_to_stock_best_s")
+        return "."
+    summary = summarize({"stock": stock, name: run})[name]
+    reached = summary.get("time_to_stock_best_s")
     if reached:
-        return text + (f"; it reached stock's final best at {reached:.0f} s, "
-                       f"{so_far['search_speedup']:.2f}x sooner than stock's whole run.")
-    return text + f"; not yet at stock's final best ({_us(stock['best_latency_s'])} us)."
+        return (f"; it reached stock's final best at {reached:.0f} s, "
+                f"{summary['search_speedup']:.2f}x sooner than stock's whole run.")
+    return f"; {missed} stock's final best ({_us(stock['best_latency_s'])} us)."
+
+
+def _superseded(spec: str, name: str, run: dict, entry: dict) -> str:
+    """A finished run set aside to be made again with the current search (restore's ``rerun``)."""
+    last = run["curve"][-1] if run["curve"] else {"trials": 0, "wall_s": 0.0}
+    return (f"\n`{spec}` {name}: an earlier run (`{run['work_dir']}`) was set aside and made again with the "
+            f"current search; it measured {last['trials']} trials in {last['wall_s']:.0f} s, best "
+            f"{_us(run['best_latency_s'])} us" + _against_stock(name, run, entry, "it never reached"))
 
 
 def write_outputs(report: dict, out_dir: str, command: str, machine: dict) -> List[str]:
@@ -327,6 +340,8 @@ def markdown_table(report: dict) -> str:
         for name, work_dir in entry.get("pending", {}).items():
             lines.append(f"\n`{spec}` {name}: unfinished, resumed by the next call from `{work_dir}`."
                          + _so_far(name, entry))
+        for name, runs in entry.get("superseded", {}).items():
+            lines.extend(_superseded(spec, name, run, entry) for run in runs)
     lines.append("")
     lines.append("Wall time starts when a call's builder and runner are ready (after the imports and their worker "
                  "checks, the same for every strategy) and sums the finished rounds.")
@@ -361,12 +376,14 @@ def plot(report: dict, path: str) -> Optional[str]:
         return None
     fig, axes = plt.subplots(len(specs), 2, figsize=(11, 3.6 * len(specs)), squeeze=False)
     for row, spec in enumerate(specs):
-        for name, run in report["workloads"][spec]["runs"].items():
+        entry = report["workloads"][spec]
+        earlier = [(f"{name} (earlier run)", run, "--") for name, runs in entry.get("superseded", {}).items()
+                   for run in runs]
+        for name, run, style in [(name, run, "-") for name, run in entry["runs"].items()] + earlier:
             curve = [p for p in run["curve"] if p["best_latency_s"]]
-            axes[row][0].step([p["wall_s"] for p in curve], [p["best_latency_s"] * 1e6 for p in curve],
-                              where="post", label=name)
-            axes[row][1].step([p["trials"] for p in curve], [p["best_latency_s"] * 1e6 for p in curve],
-                              where="post", label=name)
+            for ax, key in zip(axes[row], ("wall_s", "trials")):
+                ax.step([p[key] for p in curve], [p["best_latency_s"] * 1e6 for p in curve], style,
+                        where="post", label=name)
         axes[row][0].set(title=spec, xlabel="wall time (s)", ylabel="best latency (us)")
         axes[row][1].set(title=spec, xlabel="trials", ylabel="best latency (us)")
         for ax in axes[row]:

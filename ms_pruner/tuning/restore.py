@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import os
 
+from typing import Iterable, Tuple
+
 from ..errors import UserError
-from .compare import read_report
+from .compare import read_report, summarize
 
 
-def restore_comparison(report_path: str, archive_path: str, out_dir: str, settings: dict) -> dict:
+def restore_comparison(report_path: str, archive_path: str, out_dir: str, settings: dict,
+                       rerun: Iterable[Tuple[str, str]] = ()) -> dict:
     """Put a comparison made on another machine where ``compare --out out_dir`` goes on with it.
 
     ``report_path`` is its compare.json, ``archive_path`` an archive of its work dirs
@@ -22,10 +25,16 @@ def restore_comparison(report_path: str, archive_path: str, out_dir: str, settin
     and a run left ``pending`` resumes from its records (tune_tir), its clock counting its finished rounds.
     The runs must go on under the same settings (target string included, so the same kind of GPU);
     their work dirs are moved under ``out_dir``. Returns the restored report.
+
+    ``rerun`` names (workload spec, strategy) pairs whose finished run the next ``compare`` makes
+    again, from scratch: the search changed since, and the run it is compared with (stock's) need not
+    be repeated. The old run moves to the entry's ``superseded`` (its records stay unpacked), so
+    compare.md still reports what it reached.
     """
     import tarfile
 
     report = read_report(report_path, settings, "its runs cannot go on here")
+    _supersede(report, rerun)
     if os.path.exists(os.path.join(out_dir, "compare.json")):
         raise UserError(f"{out_dir} already holds a comparison; restore into an empty directory")
     moved = []
@@ -37,6 +46,9 @@ def restore_comparison(report_path: str, archive_path: str, out_dir: str, settin
         for strategy, work_dir in pending.items():
             pending[strategy] = _moved_work_dir(work_dir, out_dir)
             moved.append(pending[strategy])
+        for runs in entry.get("superseded", {}).values():
+            for run in runs:
+                run["work_dir"] = _moved_work_dir(run["work_dir"], out_dir)
     os.makedirs(out_dir, exist_ok=True)
     try:
         with tarfile.open(archive_path) as archive:
@@ -53,6 +65,19 @@ def restore_comparison(report_path: str, archive_path: str, out_dir: str, settin
     with open(os.path.join(out_dir, "compare.json"), "w", encoding="utf-8") as handle:
         json.dump(report, handle, indent=1)
     return report
+
+
+def _supersede(report: dict, rerun: Iterable[Tuple[str, str]]) -> None:
+    """Move each named finished run of ``report`` to its entry's ``superseded`` list."""
+    for spec, strategy in rerun:
+        entry = report.get("workloads", {}).get(spec)
+        if entry is None:
+            raise UserError(f"cannot rerun {strategy} on {spec}: the comparison has no such workload "
+                            f"(it has {', '.join(sorted(report.get('workloads', {}))) or 'none'})")
+        if strategy not in entry.get("runs", {}):
+            raise UserError(f"cannot rerun {strategy} on {spec}: the comparison has no finished {strategy} run of it")
+        entry.setdefault("superseded", {}).setdefault(strategy, []).append(entry["runs"].pop(strategy))
+        entry["summary"] = summarize(entry["runs"])
 
 
 def _moved_work_dir(work_dir: str, out_dir: str) -> str:

@@ -1,0 +1,84 @@
+"""Measuring a work dir's best records again, here: is this machine as fast as the one that tuned?
+
+A comparison can span lent machines (restore.py): a run measured on one GPU is compared with a run
+measured on another of the same kind. The best records of the earlier run, built and run again here
+with the same builder and runner settings, say how far apart the two machines' timings are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from typing import List, Optional
+
+from ..errors import UserError
+from .records import is_valid, mean_latency, open_database, records_for
+
+
+@dataclasses.dataclass
+class Remeasured:
+    """One record: the latency it was stored with and the one measured now (None when that failed)."""
+
+    rank: int
+    recorded_s: float
+    measured_s: Optional[float]
+    error: Optional[str] = None
+
+    @property
+    def ratio(self) -> Optional[float]:
+        return self.measured_s / self.recorded_s if self.measured_s else None
+
+
+def best_records(work_dir: str, target, top: int) -> List:
+    """The ``top`` fastest valid records of ``work_dir`` tuned for ``target``."""
+    if top <= 0:
+        raise UserError(f"--top must be positive, got {top}")
+    records = [r for r in records_for(open_database(work_dir), target=target) if is_valid(r)]
+    if not records:
+        raise UserError(f"'{work_dir}' holds no valid record for target {target}")
+    return sorted(records, key=mean_latency)[:top]
+
+
+def remeasure(records, target, builder="pruner", runner=None) -> List[Remeasured]:
+    """Build and run ``records`` again on this machine (our builder, the tuning runner's settings)."""
+    from tvm.s_tir import Schedule
+    from tvm.s_tir import meta_schedule as ms
+
+    from ..builder import make_builder, make_runner
+    from .records import measure_candidate
+
+    schedules = []
+    for record in records:
+        sch = Schedule(record.workload.mod)
+        record.trace.apply_to_schedule(sch, remove_postproc=False)
+        schedules.append(sch)
+    builder = make_builder(builder) if isinstance(builder, str) else builder
+    runner = runner if runner is not None else make_runner()
+    built = builder.build([ms.builder.BuilderInput(s.mod, target) for s in schedules])
+    device = "cuda" if target.kind.name == "cuda" else "cpu"  # ms_pruner tunes for CUDA and llvm
+    inputs = [ms.runner.RunnerInput(str(b.artifact_path), device, measure_candidate(s).args_info)
+              for b, s in zip(built, schedules) if not b.error_msg]
+    results = iter([future.result() for future in runner.run(inputs)] if inputs else [])
+    remeasured = []
+    for rank, (record, result) in enumerate(zip(records, built)):
+        if result.error_msg:
+            remeasured.append(Remeasured(rank, mean_latency(record), None, _first_line(result.error_msg)))
+            continue
+        ran = next(results)
+        seconds = [float(s) for s in ran.run_secs] if ran.run_secs and not ran.error_msg else []
+        remeasured.append(Remeasured(rank, mean_latency(record), sum(seconds) / len(seconds) if seconds else None,
+                                     _first_line(ran.error_msg) if ran.error_msg else None))
+    return remeasured
+
+
+def summary(remeasured: List[Remeasured]) -> dict:
+    """Median and range of measured/recorded over the records that ran."""
+    ratios = [r.ratio for r in remeasured if r.ratio]
+    return {"records": len(remeasured), "measured": len(ratios),
+            "median_ratio": statistics.median(ratios) if ratios else None,
+            "min_ratio": min(ratios, default=None), "max_ratio": max(ratios, default=None)}
+
+
+def _first_line(message: str) -> str:
+    lines = [line for line in str(message).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "error"
