@@ -153,6 +153,17 @@ def test_summary_says_when_stock_found_its_best_beside_the_speedup():
         assert (f"`{SPEC}` pruner: unfinished, resumed by the next call from `work/cut`. So far {64 * len(points)} "
                 f"trials in {points[-1][0]} s, best {points[-1][1] * 1e6:.1f} us (round {last}); {said}") in text
 
+    # Runs set aside and made again (restore --rerun) are held against the stock run of their own comparison.
+    again = {"stock": run([(60, 4.1e-4), (120, 4.0e-4)]), "pruner": run([(50, 3.9e-4)])}
+    for superseded, said in (({"pruner": [runs["pruner"]]}, "it never reached stock's final best (400.0 us)"),
+                             ({"stock": [runs["stock"]], "pruner": [runs["pruner"]]},
+                              "it reached stock's final best at 150 s, 3.00x sooner")):
+        entry = {"runs": again, "summary": summarize(again), "superseded": {
+            name: [dict(r, work_dir=f"work/{name}-old") for r in superseded[name]] for name in superseded}}
+        text = markdown_table(dict(report, workloads={SPEC: entry}))
+        assert (f"`{SPEC}` pruner: an earlier run (`work/pruner-old`) was set aside and made again; it measured "
+                f"192 trials in 220 s, best 420.0 us; {said}") in text
+
 
 def test_interrupt_keeps_measured_records(tmp_path):
     """SIGINT mid-tuning (Ctrl-C, `timeout -s INT` on a lent GPU): one line, exit 130, records kept."""

@@ -265,11 +265,14 @@ def _against_stock(name: str, run: dict, entry: dict, missed: str) -> str:
 
 
 def _superseded(spec: str, name: str, run: dict, entry: dict) -> str:
-    """A finished run set aside to be made again with the current search (restore's ``rerun``)."""
+    """A finished run set aside to be made again (restore's ``rerun``), against the stock run of its
+    own comparison: the one set aside with it, if stock was made again too."""
     last = run["curve"][-1] if run["curve"] else {"trials": 0, "wall_s": 0.0}
-    return (f"\n`{spec}` {name}: an earlier run (`{run['work_dir']}`) was set aside and made again with the "
-            f"current search; it measured {last['trials']} trials in {last['wall_s']:.0f} s, best "
-            f"{_us(run['best_latency_s'])} us" + _against_stock(name, run, entry, "it never reached"))
+    earlier_stock = entry.get("superseded", {}).get("stock")
+    era = {"runs": {"stock": earlier_stock[0]}} if earlier_stock else entry
+    return (f"\n`{spec}` {name}: an earlier run (`{run['work_dir']}`) was set aside and made again; it "
+            f"measured {last['trials']} trials in {last['wall_s']:.0f} s, best {_us(run['best_latency_s'])} us"
+            + _against_stock(name, run, era, "it never reached"))
 
 
 def write_outputs(report: dict, out_dir: str, command: str, machine: dict) -> List[str]:
