@@ -20,7 +20,8 @@ H100_RUNS = os.path.join(REPO_ROOT, "docs", "results", "h100", "work.tgz")
 @pytest.fixture(scope="session")
 def h100_runs(tmp_path_factory):
     """The databases of this project's own H100 runs (docs/results/h100/work.tgz), unpacked once:
-    ``runs("conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32", "stock")`` is that run's work dir."""
+    ``runs("conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32", "stock")`` is that run's work dir, the
+    earliest one where a later lending made the run again (its work dir's name ends in its start time)."""
     import glob
     import tarfile
 
@@ -29,8 +30,9 @@ def h100_runs(tmp_path_factory):
         archive.extractall(root, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
 
     def run_dir(workload: str, strategy: str) -> str:
-        (found,) = glob.glob(os.path.join(root, "work", workload, f"{strategy}-*"))
-        return found
+        found = sorted(glob.glob(os.path.join(root, "work", workload, f"{strategy}-*")))
+        assert found, f"no {strategy} run of {workload} in {H100_RUNS}"
+        return found[0]
 
     return run_dir
 
