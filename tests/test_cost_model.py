@@ -140,3 +140,36 @@ def test_pacm_beats_stock_xgb_on_later_records(capsys, tensor_intrinsics):
     assert mean["pacm"]["spearman"] >= 0.5 and mean["pacm"]["ndcg10"] >= 0.8
     assert mean["pacm"]["spearman"] > mean["xgb"]["spearman"]
     assert mean["pacm"]["ndcg10"] > mean["xgb"]["ndcg10"]
+
+
+def test_pacm_first_update_imports_nothing_once_its_dependencies_are_loaded():
+    """A tuning call imports what its cost model imports on its first update before the round clock
+    starts (import_model_dependencies): in a fresh process, PaCM's first update then imports none of
+    torch's compiler hooks (sympy among them) or scipy, ~2.5 s on 2 cores that round 0 used to count;
+    the only module left is the profiler's 1 ms CUPTI monitor."""
+    import ast
+    import subprocess
+    import sys
+
+    script = """
+import sys
+import numpy as np
+from ms_pruner.cost_model import PaCM, PaCMCore
+from ms_pruner.cost_model.training import Sample
+from ms_pruner.tuning.driver import import_model_dependencies
+core = PaCMCore(max_epochs=2)
+assert "torch._dynamo" not in sys.modules, "PaCM's construction imported torch._dynamo already"
+import_model_dependencies(PaCM())
+before = set(sys.modules)
+rng = np.random.default_rng(0)
+core.add([Sample(tokens=rng.random((3, core.net.config["token_dim"])).astype("float32"), prior=1.0,
+                 latency_s=1e-3 * (1 + i), task="t") for i in range(12)])
+core.train()
+print(sorted(set(sys.modules) - before))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    imported = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    assert [m for m in imported if m.split(".")[0] in ("scipy", "sympy") or m.startswith(("torch._dynamo",
+                                                                                           "torch._inductor"))] == []
+    assert len(imported) <= 2, imported

@@ -89,7 +89,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     database = open_database(work_dir, create=True)
     strategy_obj, model = search_components(strategy, target, pretrained, seed)
     with instrumented_session(work_dir, max_trials_global, strategy_obj, builder, runner,
-                              f"tuning model ({strategy})", progress) as (clock, measure):
+                              f"tuning model ({strategy})", progress, cost_model=model) as (clock, measure):
         ms.relax_integration.tune_relax(
             mod=fused,
             params=params or {},

@@ -69,6 +69,24 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
     return PrunerSearch(seed=model_seed), model
 
 
+def import_model_dependencies(model) -> None:
+    """Import now what ``model`` (a cost model or its name) would import on its first update.
+
+    PaCM's first update constructs torch's Adam, which imports torch's compiler hooks (~1.5 s on 2
+    cores), and ranks with scipy.stats (~1 s); MetaSchedule's XGB model imports xgboost. Imports are
+    process start-up, which the round clock leaves out for every strategy alike, not round 0's work.
+    """
+    if isinstance(model, str):
+        if model == "xgb":
+            import xgboost  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
+        return
+    from ..cost_model import PaCM
+
+    if isinstance(model, PaCM):
+        import scipy.stats  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
+        import torch._dynamo  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
+
+
 @contextlib.contextmanager
 def metaschedule_logging_guard():
     """Detach foreign handlers from MetaSchedule's logger while ``ms.tune_tir`` configures it.
@@ -93,13 +111,15 @@ def metaschedule_logging_guard():
 
 @contextlib.contextmanager
 def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder, runner, desc: str,
-                         progress: bool, resume=None, workload: Optional[str] = None, call: Optional[int] = None):
+                         progress: bool, resume=None, workload: Optional[str] = None, call: Optional[int] = None,
+                         cost_model=None):
     """Yields (clock, kwargs for ms.tune_*): timed builder and runner, progress callback, round log.
 
     ``resume`` (a ResumePoint) continues an earlier call's round log; ``workload`` tags the
     round lines with the tuned workload (resume.workload_tag); ``call`` labels them with the
-    caller's count of calls (tune_tir). The progress bar closes and the logging guard lifts
-    however the tuning call ends.
+    caller's count of calls (tune_tir). ``cost_model``'s imports are made before the clock starts
+    (import_model_dependencies). The progress bar closes and the logging guard lifts however the
+    tuning call ends.
     """
     from tqdm import tqdm
     from tvm.s_tir import meta_schedule as ms
@@ -110,6 +130,7 @@ def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder
 
     # Builder and runner first: each starts a worker process to check its functions (seconds, the
     # same for every strategy), process start-up like the imports before it, which no clock counts.
+    import_model_dependencies(cost_model)
     builder = make_builder(builder) if isinstance(builder, str) else builder
     runner = runner if runner is not None else make_runner()
     bar = tqdm(total=total_trials, unit="trial", desc=desc, disable=not progress)
@@ -185,7 +206,7 @@ def tune_tir(
     if remaining > 0:
         strategy_obj, model = search or search_components(strategy, target, pretrained, seed, cost_model)
         with instrumented_session(work_dir, remaining, strategy_obj, builder, runner, f"tuning ({strategy})",
-                                  progress, resume, tag, call) as (clock, measure):
+                                  progress, resume, tag, call, cost_model=model) as (clock, measure):
             # No round starts that would end past a time limit (interrupt.py): a resumed run
             # knows its rounds, a new one those this process measured for earlier runs.
             stop_unless_time_for(max(batch_seconds(resume.rounds), default=0.0) if resume else 0.0)
