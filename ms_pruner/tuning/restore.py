@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-
 from typing import Iterable, Tuple
 
 from ..errors import UserError
@@ -27,9 +26,9 @@ def restore_comparison(report_path: str, archive_path: str, out_dir: str, settin
     their work dirs are moved under ``out_dir``. Returns the restored report.
 
     ``rerun`` names (workload spec, strategy) pairs whose finished run the next ``compare`` makes
-    again, from scratch: the search changed since, and the run it is compared with (stock's) need not
-    be repeated. The old run moves to the entry's ``superseded`` (its records stay unpacked), so
-    compare.md still reports what it reached.
+    again, from scratch, while the runs that are still comparable stay: code that changed since (the
+    search, the runner) makes an old run a poor measure of the new one. The old run moves to the
+    entry's ``superseded`` (its records stay unpacked), so compare.md still reports what it reached.
     """
     import tarfile
 
