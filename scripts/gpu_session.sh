@@ -113,7 +113,7 @@ models() {
         restore)
             # Go on with the comparison an earlier lending committed (compare.json + work.tgz under
             # $RESTORE): finished runs stay, a cut run resumes; refused (exit 1) on another GPU.
-            # RERUN lists finished runs to make again with the current search (restore_runs.py --rerun).
+            # RERUN lists finished runs to make again with the current code (restore_runs.py --rerun).
             rerun=(); for pair in ${RERUN:-}; do rerun+=(--rerun "$pair"); done
             [ -e "$KEEP/compare/compare.json" ] && echo "== $KEEP/compare already holds a comparison; not restoring" ||
                 python3 scripts/restore_runs.py --from "${RESTORE:-docs/results/h100}" --out "$KEEP/compare" \

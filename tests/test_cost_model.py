@@ -145,8 +145,8 @@ def test_pacm_beats_stock_xgb_on_later_records(capsys, tensor_intrinsics):
 def test_pacm_first_update_imports_nothing_once_its_dependencies_are_loaded():
     """A tuning call imports what its cost model imports on its first update before the round clock
     starts (import_model_dependencies): in a fresh process, PaCM's first update then imports none of
-    torch's compiler hooks (sympy among them) or scipy, ~2.5 s on 2 cores that round 0 used to count;
-    the only module left is the profiler's 1 ms CUPTI monitor."""
+    torch's compiler hooks (sympy among them) or scipy, which round 0 used to count; at most the
+    profiler's small CUPTI monitor is left."""
     import ast
     import subprocess
     import sys

@@ -72,9 +72,9 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
 def import_model_dependencies(model) -> None:
     """Import now what ``model`` (a cost model or its name) would import on its first update.
 
-    PaCM's first update constructs torch's Adam, which imports torch's compiler hooks (~1.5 s on 2
-    cores), and ranks with scipy.stats (~1 s); MetaSchedule's XGB model imports xgboost. Imports are
-    process start-up, which the round clock leaves out for every strategy alike, not round 0's work.
+    PaCM's first update constructs torch's Adam, which imports torch's compiler hooks, and ranks with
+    scipy.stats; MetaSchedule's XGB model imports xgboost. Imports are process start-up, which the
+    round clock leaves out for every strategy alike, not round 0's work (docs/search.md).
     """
     if isinstance(model, str):
         if model == "xgb":
@@ -128,9 +128,9 @@ def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder
     from .instrument import ProgressCallback, RoundClock, TimedBuilder, TimedRunner
     from .interrupt import graceful_interrupts
 
+    import_model_dependencies(cost_model)
     # Builder and runner first: each starts a worker process to check its functions (seconds, the
     # same for every strategy), process start-up like the imports before it, which no clock counts.
-    import_model_dependencies(cost_model)
     builder = make_builder(builder) if isinstance(builder, str) else builder
     runner = runner if runner is not None else make_runner()
     bar = tqdm(total=total_trials, unit="trial", desc=desc, disable=not progress)
