@@ -3,6 +3,7 @@
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 
@@ -98,3 +99,20 @@ def screened_space(spec: str, target, threads: int):
     space = DesignSpace(context.mod, target, context=context)
     analyzer = StaticAnalyzer.for_target(target)
     return context, space, analyzer, ScreenedSampler.for_target(space, analyzer, target)
+
+
+_GLOBAL_STORE = re.compile(r"^\s*(?!buf_dyn_shmem_ptr)\w+_ptr\[(.*)\] = ")
+_DIVISION = re.compile(r"[/%] (\d+)\)")
+
+
+def divides_in_output_address(mod, target) -> bool:
+    """Whether the generated CUDA stores the result through an address that divides by a constant
+    that is not a power of two (an im2col row split so that its divisions no longer fold)."""
+    from ms_pruner.builder import lower_candidate
+
+    source = [m for m in lower_candidate(mod, target).mod.imports if m.kind == "cuda"][0].inspect_source("")
+    for line in source.splitlines():
+        store = _GLOBAL_STORE.match(line)
+        if store and any(int(d) & (int(d) - 1) for d in _DIVISION.findall(store.group(1))):
+            return True
+    return False

@@ -26,8 +26,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (H100_MM4096, add_workload_arguments, command_line, machine, searched_source,  # noqa: E402
-                     tune_context, workload_and_target, write_json)
+from _common import (H100_MM4096, add_workload_arguments, command_line, divides_in_output_address,  # noqa: E402
+                     machine, searched_source, tune_context, workload_and_target, write_json)
 
 
 def _family(estimate) -> str:
@@ -75,6 +75,7 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
             "search_s": seconds, "split": strategy.timings[-1],
             "picks_estimate_us": sorted(e.latency_s * 1e6 for e in estimates), "families": dict(families),
             "picks_with_narrow_copies": sum(has_narrow_fetch(e.features) for e in estimates),
+            "picks_dividing_in_output_address": sum(divides_in_output_address(c.sch.mod, target) for c in picks),
             "most_picks_sharing_an_estimate": max(ties.values()),
             "geometries": len(geometries), "most_picks_sharing_a_geometry": max(geometries.values()),
             "distinct_tilings": len({tile_decisions(c.sch.trace) for c in picks}),

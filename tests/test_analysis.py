@@ -470,14 +470,12 @@ def test_analyzer_ranks_h100_conv2d_records(h100_runs, capsys, tensor_intrinsics
 
 def test_a_row_split_that_keeps_im2col_divisions_in_the_output_address_costs_its_write_back(
         h100_runs, tensor_intrinsics):
-    """Pruner's conv2d cold half on the H100: 30 of its 32 kernels split the 50176 output rows over
+    """Pruner's conv2d cold half on the H100: 31 of its 32 kernels split the 50176 output rows over
     7 x 56 (or 14 x 28) blocks of 128. Lowering simplifies ``(by * 7168 + s) // 56`` index by index
     into ``by * 128 + s // 56``, after which the flattened output address no longer folds back into
     ``row * 64``: every stored element recomputes four divisions. Record 1 (7 x 56) measured 27.4 us
     and record 7, the same kernel over 1 x 392 blocks, 21.0 us; the analyzer estimated both at 19.0
-    us. On both conv2d runs' 506 records the split kernels measured 1.40-1.46x their estimate in the
-    median against 0.97-1.01x. The generated CUDA says the same, and the pruner run's Spearman moves
-    from 0.52 to 0.75."""
+    us. The generated CUDA says the same, and the pruner run's Spearman moves from 0.52 to 0.75."""
     from ms_pruner.analysis import evaluate_database, replay_record
     from ms_pruner.builder import lower_candidate
     from ms_pruner.tuning.records import mean_latency, records_in_file_order
