@@ -108,10 +108,9 @@ _DIVISION = re.compile(r"[/%] (\d+)\)")
 def divides_in_output_address(mod, target) -> bool:
     """Whether the generated CUDA stores the result through an address that divides by a constant
     that is not a power of two (an im2col row split so that its divisions no longer fold)."""
-    from ms_pruner.builder import lower_candidate
+    from ms_pruner.builder import cuda_sources
 
-    source = [m for m in lower_candidate(mod, target).mod.imports if m.kind == "cuda"][0].inspect_source("")
-    for line in source.splitlines():
+    for line in cuda_sources(mod, target)[0].splitlines():
         store = _GLOBAL_STORE.match(line)
         if store and any(int(d) & (int(d) - 1) for d in _DIVISION.findall(store.group(1))):
             return True

@@ -225,13 +225,13 @@ def test_fetch_widths_match_generated_cuda(tensor_core_candidates, spec):
     """The bytes a thread loads per instruction are what code generation emits. A conv2d input tile
     is zero padded: its vectorized fetch becomes scalar predicated loads, which the analyzer sees."""
     from ms_pruner.analysis import operand_fetch_bytes
-    from ms_pruner.builder import lower_candidate
+    from ms_pruner.builder import cuda_sources
 
     target, schedules = tensor_core_candidates[spec]
     analyzer = StaticAnalyzer.for_target(target)
     scalarized = 0
     for sch in schedules:
-        source = [m for m in lower_candidate(sch.mod, target).mod.imports if m.kind == "cuda"][0].inspect_source("")
+        source = cuda_sources(sch.mod, target)[0]
         kernel = source[source.index('extern "C" __global__'):]
         fetch = list(operand_fetch_bytes(analyzer.estimate(sch).features))
         assert fetch == _generated_load_bytes(kernel)
@@ -421,11 +421,11 @@ H100_CONV2D = "conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32"
 
 def _analyzer_and_source_widths(records, analyzer):
     from ms_pruner.analysis import operand_fetch_bytes, replay_record
-    from ms_pruner.builder import lower_candidate
+    from ms_pruner.builder import cuda_sources
 
     for record in records:
         mod = replay_record(record).mod
-        source = [m for m in lower_candidate(mod, record.target).mod.imports if m.kind == "cuda"][0].inspect_source("")
+        source = cuda_sources(mod, record.target)[0]
         kernel = source[source.index('extern "C" __global__'):]
         yield list(operand_fetch_bytes(analyzer.estimate(mod).features)), _generated_load_bytes(kernel), kernel
 
@@ -474,10 +474,10 @@ def test_a_row_split_that_keeps_im2col_divisions_in_the_output_address_costs_its
     7 x 56 (or 14 x 28) blocks of 128. Lowering simplifies ``(by * 7168 + s) // 56`` index by index
     into ``by * 128 + s // 56``, after which the flattened output address no longer folds back into
     ``row * 64``: every stored element recomputes four divisions. Record 1 (7 x 56) measured 27.4 us
-    and record 7, the same kernel over 1 x 392 blocks, 21.0 us; the analyzer estimated both at 19.0
+    and record 7, the same kernel over 1 x 392 blocks, 21.0 us; the analyzer had estimated both at 19.0
     us. The generated CUDA says the same, and the pruner run's Spearman moves from 0.52 to 0.75."""
     from ms_pruner.analysis import evaluate_database, replay_record
-    from ms_pruner.builder import lower_candidate
+    from ms_pruner.builder import cuda_sources
     from ms_pruner.tuning.records import mean_latency, records_in_file_order
 
     run = h100_runs(H100_CONV2D, "pruner")
@@ -490,7 +490,7 @@ def test_a_row_split_that_keeps_im2col_divisions_in_the_output_address_costs_its
         mod = replay_record(record).mod
         estimate = analyzer.estimate(mod)
         (write_back,) = [c for c in estimate.features[0].copies if not c.dst_scope.startswith("shared")]
-        source = [m for m in lower_candidate(mod, record.target).mod.imports if m.kind == "cuda"][0].inspect_source("")
+        source = cuda_sources(mod, record.target)[0]
         stores = [line for line in source.splitlines() if "conv2d_nhwc_ptr[" in line]
         estimates[name] = (estimate.latency_s, write_back.address_divisions, any("/ 3136" in s for s in stores))
     assert estimates["split"][1:] == (4, True) and estimates["whole"][1:] == (0, False)

@@ -208,7 +208,7 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
     # An output address that keeps im2col divisions (index_cost.flat_address) computes them for every
     # element the write-back stores after the main loop. Nothing is left to hide their dependent
     # chains behind, so they are charged whole per SM, not spread over its four sub-partitions as
-    # the main loop's copies are (on the H100 conv2d records: Spearman 0.898 against 0.885).
+    # the main loop's copies are (docs/analyzer.md section 2).
     epilogue_issue = sum(c.warp_instructions * DIVISION_INSTRUCTIONS * c.address_divisions
                          for c in write_backs) / spec.sm_count
     epilogue_s = (epilogue_bytes / (spec.dram_gbps * 1e9) + waves * spec.l2_latency_cycles / clock

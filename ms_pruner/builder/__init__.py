@@ -17,8 +17,8 @@ from .cuda_binary import compile_cuda_to_cubin, device_module_formats, replace_c
 from .runner_args import cached_alloc_argument, forget_cached_arguments
 from .resources import KernelResources, candidate_resources, cuda_source_resources, parse_ptxas_report
 from .cuda_compile import compile_with_nvcc, cuda_compile_scope, cuda_runtime_loaded, use_nvcc_for_cuda
-from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, export_candidate,
-                     lower_candidate)
+from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, cuda_sources,
+                     export_candidate, lower_candidate)
 
 BUILDER_KINDS = ("pruner", "stock")
 
@@ -82,6 +82,7 @@ __all__ = [
     "compile_with_nvcc",
     "cuda_compile_scope",
     "cuda_runtime_loaded",
+    "cuda_sources",
     "cuda_source_resources",
     "default_max_workers",
     "device_module_formats",

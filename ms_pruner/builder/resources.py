@@ -108,10 +108,8 @@ def candidate_resources(mod, target) -> List[KernelResources]:
     Lowering is the builder's (``lower_candidate``, with the storage-rewrite fix), so these are the
     kernels the builder ships. Needs nvcc, not a GPU.
     """
-    from .worker import lower_candidate
+    from .worker import cuda_sources
 
     if target.kind.name != "cuda":
         raise ValueError(f"register report needs a CUDA target, not {target.kind.name}")
-    executable = lower_candidate(mod, target)
-    sources = [m.inspect_source("") for m in executable.mod.imports if m.kind == "cuda"]
-    return [k for source in sources for k in cuda_source_resources(source, str(target.arch))]
+    return [k for source in cuda_sources(mod, target) for k in cuda_source_resources(source, str(target.arch))]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 # Environment switch read in the worker: "0" leaves CUDA compilation to TVM (see build_candidate).
 COMPILE_DEVICE_CODE_ENV = "MS_PRUNER_COMPILE_DEVICE_CODE"
@@ -58,6 +58,13 @@ class BuiltCandidate:
 
 def _cuda_sources(executable):
     return [m for m in executable.mod.imports if m.kind == "cuda"]
+
+
+def cuda_sources(mod, target) -> List[str]:
+    """The CUDA source of each device module of a scheduled IRModule, lowered as the builder lowers
+    it (``lower_candidate``), for reading what code generation emits: load widths, address
+    arithmetic, ptxas's report."""
+    return [m.inspect_source("") for m in _cuda_sources(lower_candidate(mod, target))]
 
 
 def build_candidate(mod, target, _params: Optional[dict]) -> BuiltCandidate:
