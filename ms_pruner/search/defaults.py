@@ -40,8 +40,10 @@ COLD_SELECTION_POWER = {"gpu": 8.0, "cpu": 1.0}
 # categorical decisions are unroll depths, which MutateUnroll already covers).
 CATEGORICAL_MUTATE_PROB = {"gpu": 0.2, "cpu": 0.0}
 # Most of a cold round's batch one kernel geometry may take (geometry.py), when none is given; on a CPU
-# the cold draft is diverse already (selection power 1) and the analyzer has no GPU geometry.
-COLD_GEOMETRY_SHARE = {"gpu": 0.25, "cpu": 1.0}
+# the cold draft is diverse already (selection power 1) and the analyzer has no GPU geometry. Half, not a
+# quarter: on the H100 matmul only the analyzer's favourite geometry measured at stock's best, about one
+# member in ten, so its picks are the cold half's odds; the other half still hedges (docs/search.md).
+COLD_GEOMETRY_SHARE = {"gpu": 0.5, "cpu": 1.0}
 # Whether a cold round widens its picks' narrow operand fetches (fetch_width.py), when not given; CPU
 # schedules have no cooperative fetches.
 WIDEN_COLD_FETCHES = {"gpu": 1.0, "cpu": 0.0}
