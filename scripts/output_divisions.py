@@ -3,7 +3,7 @@
     python scripts/output_divisions.py --db work/<workload>/<run> [--db ...] --out ...
 
 For every measured record: the write-back divisions the analyzer counts on the flattened output
-address (``index_cost.flat_address``), whether the CUDA that code generation emits really divides
+address (``index_cost.lowered_flat_address``), whether the CUDA that code generation emits really divides
 in an output store (``divides_in_output_address``, the truth the count approximates), and the
 measured and estimated latency. The summary groups the records by the two and gives the median of
 measured over estimated in each group, so both the effect and the count's misses show.

@@ -481,6 +481,7 @@ def test_a_row_split_that_keeps_im2col_divisions_in_the_output_address_costs_its
     folds; simplified as one expression it did not, and the analyzer charged it 4 divisions it does not
     compute (23.5 us estimated; Spearman 0.79 once lowering's order is followed)."""
     from ms_pruner.analysis import evaluate_database, replay_record
+    from ms_pruner.analysis.features import is_shared
     from ms_pruner.builder import cuda_sources
     from ms_pruner.tuning.records import mean_latency, records_in_file_order
 
@@ -493,7 +494,7 @@ def test_a_row_split_that_keeps_im2col_divisions_in_the_output_address_costs_its
     for name, record in (("split", split), ("whole", whole), ("folded", folded)):
         mod = replay_record(record).mod
         estimate = analyzer.estimate(mod)
-        (write_back,) = [c for c in estimate.features[0].copies if not c.dst_scope.startswith("shared")]
+        (write_back,) = [c for c in estimate.features[0].copies if not is_shared(c.dst_scope)]
         source = cuda_sources(mod, record.target)[0]
         stores = [line for line in source.splitlines() if "conv2d_nhwc_ptr[" in line]
         estimates[name] = (estimate.latency_s, write_back.address_divisions, any("/ 3136" in s for s in stores))

@@ -205,7 +205,7 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
     dram_s = features.global_buffer_bytes / (spec.dram_gbps * 1e9)
     write_backs = [c for c in features.copies if not is_shared(c.dst_scope)]
     epilogue_bytes = sum(c.bytes_total for c in write_backs)
-    # An output address that keeps im2col divisions (index_cost.flat_address) computes them for every
+    # An output address that keeps im2col divisions (index_cost.lowered_flat_address) computes them for every
     # element the write-back stores after the main loop. Nothing is left to hide their dependent
     # chains behind, so they are charged whole per SM, not spread over its four sub-partitions as
     # the main loop's copies are (docs/analyzer.md section 2).

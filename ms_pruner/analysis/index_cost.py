@@ -130,11 +130,12 @@ def lowered_flat_address(realize, loops, loop_vars, indices: Sequence, shape: Se
     does not have.
     """
     values = {_key(iv.var): bound for iv, bound in zip(realize.block.iter_vars, realize.iter_values)}
+    memo: Dict[int, object] = {}
     try:
-        memo: Dict[int, object] = {}
-        each = [as_lowered(realize, loops, loop_vars, _substituted(index, values, memo)) for index in indices]
+        substituted = [_substituted(index, values, memo) for index in indices]
     except TypeError:
         return as_lowered(realize, loops, loop_vars, flat_address(indices, shape))
+    each = [as_lowered(realize, loops, loop_vars, index) for index in substituted]
     return as_lowered(realize, loops, loop_vars, flat_address(each, shape))
 
 
