@@ -121,9 +121,16 @@ def cmd_remeasure(args) -> int:
     from .hardware import resolve_target
     from .tuning.remeasure import best_records, remeasure, summary
 
+    work_dirs = list(args.db or [])
+    if args.compare:
+        from .tuning.compare import finished_work_dirs
+
+        work_dirs += finished_work_dirs(args.compare, args.strategy)
+    if not work_dirs:
+        raise UserError("remeasure needs --db WORK_DIR or --compare OUT_DIR")
     choice = resolve_target(args.target, args.gpu, require_device=True)
     report = {"target": str(choice.target), "work_dirs": {}}
-    for work_dir in args.db:
+    for work_dir in work_dirs:
         records = best_records(work_dir, choice.target, args.top)
         again = remeasure(records, choice.target, builder=args.builder)
         report["work_dirs"][work_dir] = {"records": [dataclasses.asdict(r) for r in again], "summary": summary(again)}
@@ -338,7 +345,10 @@ def build_parser() -> argparse.ArgumentParser:
     model.set_defaults(func=cmd_tune_model)
 
     again = sub.add_parser("remeasure", help="build and run a work dir's best records again on this machine")
-    again.add_argument("--db", action="append", required=True, help="work dir or database directory (repeatable)")
+    again.add_argument("--db", action="append", default=None, help="work dir or database directory (repeatable)")
+    again.add_argument("--compare", default=None, metavar="OUT_DIR",
+                       help="also the finished runs of --strategy in the comparison under OUT_DIR (compare --out)")
+    again.add_argument("--strategy", default="stock", help="whose runs --compare takes")
     again.add_argument("--top", type=int, default=4, help="how many of the fastest valid records")
     again.add_argument("--target", default="auto")
     again.add_argument("--gpu", default=None)

@@ -60,6 +60,12 @@ def tune_context(mod, target, strategy, seed: int, threads: int):
                           task_name="main", rand_state=seed, num_threads=threads).clone()
 
 
+def parse_params(items) -> dict:
+    """``--set PARAM=VALUE`` items as PrunerSearch keyword arguments (ints where they read as ints)."""
+    return {key: int(value) if value.lstrip("-").isdigit() else float(value)
+            for key, value in (item.split("=", 1) for item in items)}
+
+
 def add_workload_arguments(parser) -> None:
     """--workload/--gpu: search a workload that has no measured database (cold round only)."""
     parser.add_argument("--workload", default=None, help="a workload spec without a database: cold round only")

@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (H100_MM4096, add_workload_arguments, command_line, divides_in_output_address,  # noqa: E402
-                     machine, searched_source, tune_context, workload_and_target, write_json)
+                     machine, parse_params, searched_source, tune_context, workload_and_target, write_json)
 
 
 def _family(estimate) -> str:
@@ -259,8 +259,7 @@ def main() -> int:
         mod, target = record.workload.mod, record.target
         analyzer = StaticAnalyzer.for_target(target)
         reference = database_reference(args.db, analyzer, args.target_us)
-    params = {key: int(value) if value.lstrip("-").isdigit() else float(value)
-              for key, value in (item.split("=", 1) for item in args.set)}
+    params = parse_params(args.set)
     threads = args.threads or default_max_workers()
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):

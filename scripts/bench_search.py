@@ -32,15 +32,15 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (H100_MM4096, add_workload_arguments, command_line, machine, searched_source,  # noqa: E402
-                     tune_context, workload_and_target, write_json)
+from _common import (H100_MM4096, add_workload_arguments, command_line, machine, parse_params,  # noqa: E402
+                     searched_source, tune_context, workload_and_target, write_json)
 
 
 NOT_MEASURED = "not measured (search-overhead benchmark)"
 
 
 def search_rounds(strategy: str, mod, target, records, schedules, latency, warm: bool, seed: int, threads: int,
-                  per_iter: int, rounds: int):
+                  per_iter: int, rounds: int, params: dict):
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.runner import RunnerResult
 
@@ -48,6 +48,10 @@ def search_rounds(strategy: str, mod, target, records, schedules, latency, warm:
     from ms_pruner.tuning.records import measured_batch
 
     strategy_obj, model = search_components(strategy, target, seed=seed)
+    if params and strategy == "pruner":
+        from ms_pruner.search import PrunerSearch
+
+        strategy_obj = PrunerSearch(seed=seed, **params)
     if isinstance(strategy_obj, str):
         strategy_obj = ms.SearchStrategy.create(strategy_obj)
     if isinstance(model, str):
@@ -108,6 +112,8 @@ def main() -> int:
     parser.add_argument("--per-iter", type=int, default=64)
     parser.add_argument("--strategies", default="stock,pruner")
     parser.add_argument("--warm-rounds", type=int, default=2)
+    parser.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE",
+                        help="another PrunerSearch parameter (docs/search.md), e.g. skip_seen_children=0")
     args = parser.parse_args()
 
     import tvm.s_tir.tensor_intrin  # noqa: F401  (the database's traces name the wmma intrinsics)
@@ -126,13 +132,13 @@ def main() -> int:
     for strategy in args.strategies.split(","):
         for warm in states:
             entry = search_rounds(strategy, mod, target, records, schedules, latency, warm, args.seed, threads,
-                                  args.per_iter, args.warm_rounds)
+                                  args.per_iter, args.warm_rounds, parse_params(args.set))
             searched = ", ".join(f"{r['search_s']:.1f} s ({r['candidates']})" for r in entry["rounds"])
             print(f"{strategy:6s} {entry['state']}: search per round {searched}; "
                   f"model update {entry['update_s']:.1f} s on {entry['records']} records", flush=True)
             rounds.append(entry)
     payload = dict({"command": command_line(), "machine": machine(), "threads": threads},
-                   **searched_source(args, target), per_iter=args.per_iter, runs=rounds)
+                   **searched_source(args, target), per_iter=args.per_iter, params=parse_params(args.set), runs=rounds)
     if args.out:
         write_json(args.out, payload)
     return 0

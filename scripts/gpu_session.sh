@@ -121,10 +121,10 @@ models() {
         calibrate)
             # Runs compared across lendings ran on two machines of one kind: the restored stock runs'
             # best records built and run again here say how far apart their timings are (remeasure.py).
-            dirs=(); for dir in "$KEEP"/compare/work/*/stock-*; do [ -d "$dir" ] && dirs+=(--db "$dir"); done
-            [ ${#dirs[@]} -gt 0 ] || { echo "== calibrate: no restored stock run under $KEEP/compare/work"; exit 0; }
-            timeout --foreground "$BUDGET" python3 -m ms_pruner remeasure "${dirs[@]}" --top "${CALIBRATE_TOP:-4}" \
-                --target "$TARGET" --json > "$KEEP/calibrate.json" && cat "$KEEP/calibrate.json" ;;
+            # The finished runs of compare.json only: a run RERUN set aside stays unpacked beside them.
+            [ -e "$KEEP/compare/compare.json" ] || { echo "== calibrate: no comparison under $KEEP/compare"; exit 0; }
+            timeout --foreground "$BUDGET" python3 -m ms_pruner remeasure --compare "$KEEP/compare" --strategy stock \
+                --top "${CALIBRATE_TOP:-4}" --target "$TARGET" --json > "$KEEP/calibrate.json" && cat "$KEEP/calibrate.json" ;;
         matmul-stock) compare "$MM" stock ;;
         matmul-pruner) compare "$MM" pruner ;;
         conv-stock) compare "$CONV" stock ;;

@@ -64,6 +64,18 @@ def test_tune_then_rerun_keeps_records(tmp_path, capsys):
     assert recorded[0] == min(mean_latency(r) for r in open_database(work_dir).get_all_tuning_records())
     assert again["summary"]["measured"] == 2 and 0.25 < again["summary"]["median_ratio"] < 4
 
+    # From a comparison: its finished stock runs only, not one set aside to be made again.
+    compared = tmp_path / "compare"
+    compared.mkdir()
+    (compared / "compare.json").write_text(json.dumps({"workloads": {SPEC: {
+        "runs": {"stock": {"work_dir": work_dir}, "pruner": {"work_dir": str(tmp_path / "pruner")}},
+        "superseded": {"stock": [{"work_dir": str(tmp_path / "old-stock")}]}}}}))
+    assert main(["remeasure", "--compare", str(compared), "--target", "llvm", "--top", "1", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["work_dirs"]
+    assert list(again) == [work_dir] and again[work_dir]["summary"]["measured"] == 1
+    assert main(["remeasure", "--compare", str(compared), "--strategy", "moa", "--target", "llvm"]) == 2
+    assert "no finished moa run" in capsys.readouterr().err
+
 
 @pytest.mark.skipif(cuda_device_name() is not None, reason="this machine has a GPU")
 def test_cuda_target_without_gpu_is_one_clear_line(tmp_path):
@@ -91,6 +103,8 @@ def test_bad_input_is_one_line(capsys, tmp_path):
     assert err.startswith("ms-pruner: error: corrupt MetaSchedule database") and "\n" not in err
     assert main(["remeasure", "--db", str(tmp_path / "none"), "--target", "llvm"]) == 2
     assert "no MetaSchedule database" in capsys.readouterr().err
+    assert main(["remeasure", "--target", "llvm"]) == 2
+    assert "remeasure needs --db WORK_DIR or --compare OUT_DIR" in capsys.readouterr().err
 
 
 def test_compare_merges_runs_made_one_strategy_at_a_time(tmp_path, capsys):

@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from ms_pruner.cli import main
-from ms_pruner.search.defaults import COLD_SAMPLES, COLD_SELECTION_POWER, DEFAULTS
+from ms_pruner.search.defaults import COLD_GENETIC_ITERS, COLD_SAMPLES, COLD_SELECTION_POWER, DEFAULTS
 from ms_pruner.workloads import parse_workload
 
 SPEC = "matmul:64x64x64:float32:float32"
@@ -74,8 +74,9 @@ def test_pruner_search_in_tune_tir(tmp_path):
     assert all(t["draft"] > 0 and t["picked"] == 8 for t in timings)
     assert any(t["droplet"] > 0 for t in timings[1:])
     assert timings[0]["carried"] == 0 and all(t["carried"] > 0 for t in timings[1:])
-    cold, warm = DEFAULTS["cold_genetic_iters"], DEFAULTS["genetic_iters"]
+    cold, warm = COLD_GENETIC_ITERS["cpu"], DEFAULTS["genetic_iters"]
     assert cold > warm and [t["generations"] for t in timings] == [cold] + [warm] * 3
+    assert not any("draft_children" in t for t in timings)  # a CPU draft does not skip repeated children
     assert [t["selection_power"] for t in timings] == [COLD_SELECTION_POWER["cpu"]] + [1.0] * 3
     assert not any("climb_s" in t for t in timings)  # the analyzer climb is for GPU cold rounds only
 
@@ -182,6 +183,37 @@ def test_categorical_mutator_moves_one_categorical_decision(tensor_intrinsics):
     assert replayed > 0
 
 
+def test_unseen_mutator_skips_a_child_the_draft_has_met(tensor_intrinsics):
+    """A trace and its post-processed replay share one key; a mutated child is returned the first
+    time only, and a measured schedule's decisions are skipped in every later draft too."""
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule import _ffi_api
+
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.mutator import SeenDecisions, UnseenMutator
+
+    space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), get_gpu_spec("h100").target())
+    (sch,) = space.sample(1, seed=2)
+    seen = SeenDecisions()
+    assert any(inst.kind.name == "EnterPostproc" for inst in sch.trace.insts)
+    assert seen.key(sch.trace) == seen.key(sch.trace.simplified(remove_postproc=True))
+    tile = ms.mutator.MutateTileSize()
+    tile._initialize_with_tune_context(space.context)
+    mutator = UnseenMutator(tile, seen)
+    children = [_ffi_api.MutatorApply(mutator, sch.trace, state) for state in range(1, 40)]
+    new = [c for c in children if c is not None]
+    assert len({seen.key(c) for c in new}) == len(new) >= 2 and seen.new == len(new)
+    assert seen.repeated == len(children) - len(new) > 0, "39 tile moves of one trace should repeat one"
+    child = new[0]
+    again = _ffi_api.MutatorApply(tile, sch.trace, children.index(child) + 1)
+    assert seen.key(again) == seen.key(child) and seen.key(child) != seen.key(sch.trace)
+    seen.note_measured(child)
+    seen.start_draft()
+    assert _ffi_api.MutatorApply(mutator, sch.trace, children.index(child) + 1) is None
+    assert _ffi_api.MutatorApply(mutator, sch.trace, children.index(new[1]) + 1) is not None
+
+
 def _cold_h100_round(**params):
     """A PrunerSearch before its cold round on the 1024^3 fp16 matmul for the H100 (small draft)."""
     import tvm
@@ -211,6 +243,8 @@ def test_gpu_cold_round_climbs_on_the_analyzer(tensor_intrinsics):
     picks = context.search_strategy.generate_measure_candidates()
     timing = strategy.timings[-1]
     assert timing["climbed"] > 0 and timing["climb_s"] > 0 and timing["draft"] + timing["climbed"] > 64
+    # The draft's mutators skipped the children it had met, drawing others instead (mutator.py).
+    assert timing["draft_children"] > 0 and timing["draft_children_skipped"] > 0
     # Its fresh samples come from the screened sampler, which replayed only some of its draws.
     assert timing["population"] == COLD_SAMPLES["gpu"] <= timing["sample_valid"] < timing["sample_replayed"] \
         < timing["sample_drawn"]
@@ -235,7 +269,8 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
     sampler's seed-0 draft of 128 does not, its seeds 1 and 2 do; test_screen.py covers it)."""
     import tvm_ffi
 
-    strategy, context = _cold_h100_round(cold_climb_starts=0, cold_batch_share=1, screen_samples=0, cold_samples=50)
+    strategy, context = _cold_h100_round(cold_climb_starts=0, cold_batch_share=1, screen_samples=0, cold_samples=50,
+                                         skip_seen_children=0)  # unwrapped, the mutators' kinds are seen here
     probs = {type(m).__name__: float(p)
              for m, p in strategy._inst.draft_context.space_generator.mutator_probs.items()}
     assert abs(probs.pop("_PyMutator") - 0.2) < 1e-6 and abs(sum(probs.values()) - 0.8) < 1e-6

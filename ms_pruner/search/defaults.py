@@ -10,7 +10,7 @@ DEFAULTS = dict(
     population=512,
     draft_size=256,
     genetic_iters=2,
-    cold_genetic_iters=3,
+    cold_genetic_iters=None,
     cold_population=384,
     cold_selection_power=None,
     mutate_prob=0.85,
@@ -22,6 +22,7 @@ DEFAULTS = dict(
     carry_over=192,
     fresh_samples=128,
     categorical_mutate_prob=None,
+    skip_seen_children=None,
     cold_geometry_share=None,
     cold_variant_band=0.01,
     widen_cold_fetches=None,
@@ -36,6 +37,14 @@ DEFAULTS = dict(
 # The cold round's parent-selection power when none is given, by how far the analyzer is trusted:
 # its GPU model ranks the real H100 records at Spearman 0.95, its CPU model the CPU ones at ~0.3.
 COLD_SELECTION_POWER = {"gpu": 8.0, "cpu": 1.0}
+# Generations of a cold round's draft when none is given: two on a GPU, where the draft's mutators skip
+# the children it has met and two find as many distinct schedules as three did without that (H100
+# matmul and conv2d, docs/search.md); three on CPU, whose draft repeats few children (below).
+COLD_GENETIC_ITERS = {"gpu": 2.0, "cpu": 3.0}
+# Whether the draft's mutators skip a child whose decisions the draft has met (mutator.py), when not
+# given: a GPU draft at selection power 8 repeats two children in five, each a ~65 ms replay of a
+# tensor-core trace; a CPU draft repeats about one in ten, and the look-up costs more than it saves.
+SKIP_SEEN_CHILDREN = {"gpu": 1.0, "cpu": 0.0}
 # Share of the draft's mutations that redraw a categorical decision, when none is given (CPU sketches'
 # categorical decisions are unroll depths, which MutateUnroll already covers).
 CATEGORICAL_MUTATE_PROB = {"gpu": 0.2, "cpu": 0.0}
@@ -72,6 +81,8 @@ class TargetSettings:
     """The parameters whose default depends on the kind of target, resolved for one."""
 
     categorical_mutate_prob: float
+    skip_seen_children: bool
+    cold_genetic_iters: int
     cold_selection_power: float
     cold_geometry_share: float
     widen_cold_fetches: bool
@@ -88,6 +99,8 @@ def for_target(params: dict, kind: str) -> TargetSettings:
 
     return TargetSettings(
         categorical_mutate_prob=value("categorical_mutate_prob", CATEGORICAL_MUTATE_PROB),
+        skip_seen_children=bool(value("skip_seen_children", SKIP_SEEN_CHILDREN)),
+        cold_genetic_iters=int(value("cold_genetic_iters", COLD_GENETIC_ITERS)),
         cold_selection_power=value("cold_selection_power", COLD_SELECTION_POWER),
         cold_geometry_share=value("cold_geometry_share", COLD_GEOMETRY_SHARE),
         widen_cold_fetches=bool(value("widen_cold_fetches", WIDEN_COLD_FETCHES)),

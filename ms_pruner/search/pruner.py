@@ -57,7 +57,7 @@ class PrunerSearch(PySearchStrategy):
 
     def __init__(self, population: int = DEFAULTS["population"], draft_size: int = DEFAULTS["draft_size"],
                  genetic_iters: int = DEFAULTS["genetic_iters"],
-                 cold_genetic_iters: int = DEFAULTS["cold_genetic_iters"],
+                 cold_genetic_iters: Optional[int] = DEFAULTS["cold_genetic_iters"],
                  cold_population: int = DEFAULTS["cold_population"],
                  cold_selection_power: Optional[float] = DEFAULTS["cold_selection_power"],
                  mutate_prob: float = DEFAULTS["mutate_prob"],
@@ -67,6 +67,7 @@ class PrunerSearch(PySearchStrategy):
                  droplet_neighbours: int = DEFAULTS["droplet_neighbours"], carry_over: int = DEFAULTS["carry_over"],
                  fresh_samples: int = DEFAULTS["fresh_samples"],
                  categorical_mutate_prob: Optional[float] = DEFAULTS["categorical_mutate_prob"],
+                 skip_seen_children: Optional[bool] = DEFAULTS["skip_seen_children"],
                  cold_geometry_share: Optional[float] = DEFAULTS["cold_geometry_share"],
                  cold_variant_band: float = DEFAULTS["cold_variant_band"],
                  widen_cold_fetches: Optional[bool] = DEFAULTS["widen_cold_fetches"],
@@ -92,6 +93,7 @@ class PrunerSearch(PySearchStrategy):
         self.psa = None  # the analyzer as fitness of the warm draft (selection power 1)
         self.psa_cold = None  # ... and of the cold draft (cold_selection_power)
         self.draft_context = None  # the context the draft evolves in (with MutateCategorical on a GPU)
+        self.seen_decisions = None  # the decisions the draft's mutators skip (mutator.py), when skip_seen_children
         self.settings = None  # the parameters that depend on the kind of target, resolved (defaults.py)
         self.follow_up = None  # what the cold round left for the follow-up round to measure
         self.sampler = None  # fresh samples screened against VerifyGPUCode's limits (screen.py), on a GPU
@@ -101,7 +103,7 @@ class PrunerSearch(PySearchStrategy):
     def _initialize_with_tune_context(self, context) -> None:
         from ..analysis import StaticAnalyzer
         from .space import DesignSpace
-        from .mutator import with_categorical_mutator
+        from .mutator import SeenDecisions, draft_mutators
         from .psa_model import PSACostModel
 
         self.context = context
@@ -110,7 +112,11 @@ class PrunerSearch(PySearchStrategy):
         self.facts = CandidateFacts(self.analyzer)
         self.settings = settings = for_target(self.params, "gpu" if self.analyzer.is_gpu else "cpu")
         share = settings.categorical_mutate_prob
-        self.draft_context = with_categorical_mutator(context, share, self.params["seed"]) if share > 0 else context
+        self.seen_decisions = SeenDecisions() if settings.skip_seen_children else None
+        if share > 0 or self.seen_decisions is not None:
+            self.draft_context = draft_mutators(context, share, self.params["seed"], self.seen_decisions)
+        else:
+            self.draft_context = context
         self.psa = PSACostModel(self.analyzer)
         self.psa_cold = PSACostModel(self.analyzer, power=settings.cold_selection_power, scores=self.psa.scores)
         self.inner = self._evolution(self.params["population"], self.params["genetic_iters"])
@@ -118,7 +124,7 @@ class PrunerSearch(PySearchStrategy):
             from .screen import ScreenedSampler
 
             self.sampler = ScreenedSampler.for_target(self.space, self.analyzer, context.target)
-        self.inner_cold = self._evolution(self.params["cold_population"], self.params["cold_genetic_iters"])
+        self.inner_cold = self._evolution(self.params["cold_population"], settings.cold_genetic_iters)
 
     def _evolution(self, population: int, generations: int):
         """MetaSchedule's evolution, used only for sampling and for evolving with the analyzer."""
@@ -239,8 +245,10 @@ class PrunerSearch(PySearchStrategy):
         start = time.perf_counter()
         fitness = self.psa_cold if cold else self.psa
         psa_seconds, psa_calls, psa_estimated = fitness.seconds, fitness.calls, fitness.estimated
-        timing["generations"] = self.params["cold_genetic_iters" if cold else "genetic_iters"]
+        timing["generations"] = self.settings.cold_genetic_iters if cold else self.params["genetic_iters"]
         timing["selection_power"] = fitness.power
+        if self.seen_decisions is not None:
+            self.seen_decisions.start_draft()
         draft = list(ms._ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel(  # pylint: disable=protected-access
             self.inner_cold if cold else self.inner, population, self.params["draft_size"]))
         draft = [s for s in draft if self.facts.key(s) not in self.measured]
@@ -248,6 +256,9 @@ class PrunerSearch(PySearchStrategy):
         timing["draft_analyzer_s"] = fitness.seconds - psa_seconds
         timing["draft_scored"] = fitness.calls - psa_calls
         timing["draft_estimated"] = fitness.estimated - psa_estimated
+        if self.seen_decisions is not None:
+            timing["draft_children"], timing["draft_children_skipped"] = (self.seen_decisions.new,
+                                                                         self.seen_decisions.repeated)
         timing["draft"] = len(draft)
         if cold and self.settings.cold_climb_starts > 0:
             start, replays = time.perf_counter(), self.space.replays
@@ -404,5 +415,7 @@ class PrunerSearch(PySearchStrategy):
     def _note_measured(self, trace, latency: float, mod) -> None:
         if mod is not None:
             self.measured.add(structural_key(mod))
+        if self.seen_decisions is not None:
+            self.seen_decisions.note_measured(trace)
         if latency < 1e9 and (self.best is None or latency < self.best[0]):
             self.best = (latency, trace)

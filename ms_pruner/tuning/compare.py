@@ -178,6 +178,22 @@ def read_report(path: str, settings: dict, advice: str) -> dict:
     return report
 
 
+def finished_work_dirs(out_dir: str, strategy: str) -> List[str]:
+    """The work dirs of ``strategy``'s finished runs in the comparison under ``out_dir`` (its
+    compare.json), one a workload; runs set aside to be made again (``superseded``) are not among them."""
+    path = os.path.join(out_dir, "compare.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            report = json.load(handle)
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot read comparison {path}: {err}") from err
+    dirs = [entry["runs"][strategy]["work_dir"] for entry in report.get("workloads", {}).values()
+            if strategy in entry.get("runs", {})]
+    if not dirs:
+        raise UserError(f"{path} has no finished {strategy} run")
+    return dirs
+
+
 def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, seed: int = 0,
                    strategies=("stock", "pruner"), pretrained: Optional[str] = None, builder: str = "pruner",
                    progress: bool = True, previous: Optional[dict] = None, on_run=None) -> dict:
