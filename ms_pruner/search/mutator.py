@@ -52,11 +52,15 @@ class MutateCategorical(PyMutator):
 
 
 def _plain(decision):
-    """A decision as a hashable Python value: a tile split's factors, or a choice's index."""
+    """A decision as a hashable Python value: a tile split's factors, a choice's index, else its text."""
     try:
         return tuple(int(factor) for factor in decision)
     except TypeError:
+        pass
+    try:
         return int(decision)
+    except (TypeError, ValueError):
+        return str(decision)
 
 
 class SeenDecisions:
@@ -92,8 +96,11 @@ class SeenDecisions:
                     found[inst] = index
             length = len(trace.insts) if length is None else length
             positions.update((inst, (index, length)) for inst, index in found.items())
-        located = sorted((positions[inst][0], _plain(decision)) for inst, decision in items)
-        return (positions[items[0][0]][1] if items else len(trace.insts)), tuple(located)
+        # A decision of an instruction after EnterPostproc (none is known) would sit at -1: a key
+        # that may collide costs a skipped child, never a wrong schedule.
+        located = sorted(((positions.get(inst, (-1, 0))[0], _plain(decision)) for inst, decision in items),
+                         key=lambda entry: (entry[0], repr(entry[1])))
+        return (positions.get(items[0][0], (0, len(trace.insts)))[1] if items else len(trace.insts)), tuple(located)
 
     def start_draft(self) -> None:
         """Forget the last draft's traces, keep the measured ones."""
