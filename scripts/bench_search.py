@@ -128,17 +128,18 @@ def main() -> int:
         records, schedules, latency = load_measured(args.db)
         mod, target, states = records[0].workload.mod, records[0].target, (False, True)
     threads = default_max_workers()
+    params = parse_params(args.set)
     rounds = []
     for strategy in args.strategies.split(","):
         for warm in states:
             entry = search_rounds(strategy, mod, target, records, schedules, latency, warm, args.seed, threads,
-                                  args.per_iter, args.warm_rounds, parse_params(args.set))
+                                  args.per_iter, args.warm_rounds, params)
             searched = ", ".join(f"{r['search_s']:.1f} s ({r['candidates']})" for r in entry["rounds"])
             print(f"{strategy:6s} {entry['state']}: search per round {searched}; "
                   f"model update {entry['update_s']:.1f} s on {entry['records']} records", flush=True)
             rounds.append(entry)
     payload = dict({"command": command_line(), "machine": machine(), "threads": threads},
-                   **searched_source(args, target), per_iter=args.per_iter, params=parse_params(args.set), runs=rounds)
+                   **searched_source(args, target), per_iter=args.per_iter, params=params, runs=rounds)
     if args.out:
         write_json(args.out, payload)
     return 0

@@ -51,18 +51,6 @@ class MutateCategorical(PyMutator):
         return MutateCategorical(seed=self.rng.randrange(1 << 30))
 
 
-def _plain(decision):
-    """A decision as a hashable Python value: a tile split's factors, a choice's index, else its text."""
-    try:
-        return tuple(int(factor) for factor in decision)
-    except TypeError:
-        pass
-    try:
-        return int(decision)
-    except (TypeError, ValueError):
-        return str(decision)
-
-
 class SeenDecisions:
     """The decisions of the traces a draft has met, told apart by where they sit in their sketch.
 
@@ -96,10 +84,10 @@ class SeenDecisions:
                     found[inst] = index
             length = len(trace.insts) if length is None else length
             positions.update((inst, (index, length)) for inst, index in found.items())
-        # A decision of an instruction after EnterPostproc (none is known) would sit at -1: a key
-        # that may collide costs a skipped child, never a wrong schedule.
-        located = sorted(((positions.get(inst, (-1, 0))[0], _plain(decision)) for inst, decision in items),
-                         key=lambda entry: (entry[0], repr(entry[1])))
+        # Decisions as text, as droplet.decision_values has them. One of an instruction after
+        # EnterPostproc (none is known) would sit at -1: a key that may collide costs a skipped
+        # child, never a wrong schedule.
+        located = sorted((positions.get(inst, (-1, 0))[0], str(decision)) for inst, decision in items)
         return (positions.get(items[0][0], (0, len(trace.insts)))[1] if items else len(trace.insts)), tuple(located)
 
     def start_draft(self) -> None:
