@@ -272,7 +272,7 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
     strategy, context = _cold_h100_round(cold_climb_starts=0, cold_batch_share=1, screen_samples=0, cold_samples=50,
                                          skip_seen_children=0)  # unwrapped, the mutators' kinds are seen here
     probs = {type(m).__name__: float(p)
-             for m, p in strategy._inst.draft_context.space_generator.mutator_probs.items()}
+             for m, p in strategy._inst.draft.context.space_generator.mutator_probs.items()}
     assert abs(probs.pop("_PyMutator") - 0.2) < 1e-6 and abs(sum(probs.values()) - 0.8) < 1e-6
     picks = context.search_strategy.generate_measure_candidates()
     assert len(picks) == 16

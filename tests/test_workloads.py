@@ -81,7 +81,7 @@ def test_matmul_matches_metaschedule_te_workload():
                                   "conv2d_nhwc:2x9x9x4x8k3s2p1:float32:float32"])
 def test_torch_reference_computes_the_workload(spec):
     """The op that compare times as the torch/cuBLAS/cuDNN reference is the workload's computation."""
-    from ms_pruner.tuning.compare import reference_latency, torch_operation
+    from ms_pruner.tuning.reference import reference_latency, torch_operation
 
     workload = parse_workload(spec)
     inputs = workload.random_inputs(seed=1)

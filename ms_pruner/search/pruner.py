@@ -5,7 +5,7 @@ One round (``generate_measure_candidates``; docs/search.md has every parameter):
 1. **Population**: the best measured schedules (replayed), last round's unmeasured draft members
    (free to carry over), and fresh samples for the rest (on a GPU drawn decision by decision and
    replayed only where VerifyGPUCode's limits may hold: screen.py; else MetaSchedule's C++ sampler).
-2. **Draft**: MetaSchedule's C++ genetic evolution with the static analyzer as fitness keeps the
+2. **Draft** (draft.py): MetaSchedule's C++ genetic evolution with the analyzer as fitness keeps the
    ``draft_size`` most promising unmeasured schedules. A cold round (nothing measured yet) evolves
    longer with sharper parent choice (``cold_selection_power``) since the analyzer alone chooses
    what it measures; on a GPU the mutators also redraw categorical decisions (mutator.py) and the
@@ -86,14 +86,9 @@ class PrunerSearch(PySearchStrategy):
         self.timings = timings if timings is not None else []
         self.rng = random.Random(seed)
         self.context = None
-        self.inner = None
-        self.inner_cold = None
+        self.draft = None  # the analyzer-driven evolutions (draft.py)
         self.space = None
         self.analyzer = None
-        self.psa = None  # the analyzer as fitness of the warm draft (selection power 1)
-        self.psa_cold = None  # ... and of the cold draft (cold_selection_power)
-        self.draft_context = None  # the context the draft evolves in (with MutateCategorical on a GPU)
-        self.seen_decisions = None  # the decisions the draft's mutators skip (mutator.py), when skip_seen_children
         self.settings = None  # the parameters that depend on the kind of target, resolved (defaults.py)
         self.follow_up = None  # what the cold round left for the follow-up round to measure
         self.sampler = None  # fresh samples screened against VerifyGPUCode's limits (screen.py), on a GPU
@@ -102,44 +97,19 @@ class PrunerSearch(PySearchStrategy):
     # -- MetaSchedule plumbing ------------------------------------------------------------
     def _initialize_with_tune_context(self, context) -> None:
         from ..analysis import StaticAnalyzer
+        from .draft import AnalyzerDraft
         from .space import DesignSpace
-        from .mutator import SeenDecisions, draft_mutators
-        from .psa_model import PSACostModel
 
         self.context = context
         self.space = DesignSpace(context.mod, context.target, context=context)
         self.analyzer = StaticAnalyzer.for_target(context.target, memory=ANALYSES)
         self.facts = CandidateFacts(self.analyzer)
         self.settings = settings = for_target(self.params, "gpu" if self.analyzer.is_gpu else "cpu")
-        share = settings.categorical_mutate_prob
-        self.seen_decisions = SeenDecisions() if settings.skip_seen_children else None
-        if share > 0 or self.seen_decisions is not None:
-            self.draft_context = draft_mutators(context, share, self.params["seed"], self.seen_decisions)
-        else:
-            self.draft_context = context
-        self.psa = PSACostModel(self.analyzer)
-        self.psa_cold = PSACostModel(self.analyzer, power=settings.cold_selection_power, scores=self.psa.scores)
-        self.inner = self._evolution(self.params["population"], self.params["genetic_iters"])
+        self.draft = AnalyzerDraft(context, self.analyzer, settings, self.params)
         if settings.screen_samples and self.analyzer.is_gpu:
             from .screen import ScreenedSampler
 
             self.sampler = ScreenedSampler.for_target(self.space, self.analyzer, context.target)
-        self.inner_cold = self._evolution(self.params["cold_population"], settings.cold_genetic_iters)
-
-    def _evolution(self, population: int, generations: int):
-        """MetaSchedule's evolution, used only for sampling and for evolving with the analyzer."""
-        from tvm.s_tir import meta_schedule as ms
-
-        evolution = ms.search_strategy.EvolutionarySearch(
-            population_size=population,
-            init_measured_ratio=0.0,
-            init_min_unmeasured=min(MIN_FRESH_SAMPLES, population),
-            genetic_num_iters=generations,
-            genetic_mutate_prob=self.params["mutate_prob"],
-            eps_greedy=0.0,
-        )
-        evolution._initialize_with_tune_context(self.draft_context)  # pylint: disable=protected-access
-        return evolution
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None):
         from tvm.s_tir import meta_schedule as ms
@@ -160,9 +130,7 @@ class PrunerSearch(PySearchStrategy):
         self.best = None  # (latency, trace)
         self.carry = []  # unmeasured draft members, best-ranked first
         self.follow_up = None
-        for evolution, fitness in ((self.inner, self.psa), (self.inner_cold, self.psa_cold)):
-            evolution.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database=self.database,
-                                 cost_model=fitness)
+        self.draft.pre_tuning(max_trials, num_trials_per_iter, design_spaces, self.database)
         workload = self.database.commit_workload(self.context.mod)
         schedules, latencies = [], []
         records = list(self.database.get_top_k(workload, 1 << 30))
@@ -179,8 +147,7 @@ class PrunerSearch(PySearchStrategy):
             self.own_model.update(self.context, *measured_batch(schedules, latencies))
 
     def post_tuning(self) -> None:
-        for evolution in (self.inner, self.inner_cold):
-            evolution.post_tuning()
+        self.draft.post_tuning()
 
     def clone(self):
         return PrunerSearch(**self.params, timings=self.timings)
@@ -193,8 +160,7 @@ class PrunerSearch(PySearchStrategy):
         if self.own_model is not None:
             self.own_model.update(self.context, measure_candidates, results)
             self.timings[-1]["verifier_records"] = len(self.own_model.core.samples)
-        for evolution in (self.inner, self.inner_cold):
-            evolution.notify_runner_results(measure_candidates, results)
+        self.draft.notify_runner_results(measure_candidates, results)
 
     # -- the round ------------------------------------------------------------------------
     def generate_measure_candidates(self):
@@ -227,8 +193,6 @@ class PrunerSearch(PySearchStrategy):
     def _searched_round(self, batch: int, timing: dict, split: bool = True) -> List:
         """Sample, draft, (climb,) verify: the picks of an ordinary round or of a cold one (of which
         a GPU measures ``cold_batch_share`` when ``split``, leaving the rest to the follow-up)."""
-        from tvm.s_tir import meta_schedule as ms
-
         self.facts.new_round()
         cold = self.best is None
         full_batch = batch
@@ -242,23 +206,7 @@ class PrunerSearch(PySearchStrategy):
             timing.update({f"sample_{k}": v - before[k] for k, v in self._counters().items()})
         timing["population"] = len(population)
 
-        start = time.perf_counter()
-        fitness = self.psa_cold if cold else self.psa
-        psa_seconds, psa_calls, psa_estimated = fitness.seconds, fitness.calls, fitness.estimated
-        timing["generations"] = self.settings.cold_genetic_iters if cold else self.params["genetic_iters"]
-        timing["selection_power"] = fitness.power
-        if self.seen_decisions is not None:
-            self.seen_decisions.start_draft()
-        draft = list(ms._ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel(  # pylint: disable=protected-access
-            self.inner_cold if cold else self.inner, population, self.params["draft_size"]))
-        draft = [s for s in draft if self.facts.key(s) not in self.measured]
-        timing["draft_s"] = time.perf_counter() - start
-        timing["draft_analyzer_s"] = fitness.seconds - psa_seconds
-        timing["draft_scored"] = fitness.calls - psa_calls
-        timing["draft_estimated"] = fitness.estimated - psa_estimated
-        if self.seen_decisions is not None:
-            timing["draft_children"], timing["draft_children_skipped"] = (self.seen_decisions.new,
-                                                                         self.seen_decisions.repeated)
+        draft = self.draft.evolve(population, cold, lambda s: self.facts.key(s) not in self.measured, timing)
         timing["draft"] = len(draft)
         if cold and self.settings.cold_climb_starts > 0:
             start, replays = time.perf_counter(), self.space.replays
@@ -348,7 +296,7 @@ class PrunerSearch(PySearchStrategy):
         # At least MIN_FRESH_SAMPLES fresh ones (where the C++ sampler stops), and with nothing to
         # carry, the cold round's ``cold_samples``.
         wanted = min(missing, MIN_FRESH_SAMPLES if carried else self.settings.cold_samples)
-        fresh = fresh_samples(self.sampler, self.inner, wanted, missing, self.rng)
+        fresh = fresh_samples(self.sampler, self.draft.warm, wanted, missing, self.rng)
         population.extend(fresh)
         return population, len(carried)
 
@@ -415,7 +363,6 @@ class PrunerSearch(PySearchStrategy):
     def _note_measured(self, trace, latency: float, mod) -> None:
         if mod is not None:
             self.measured.add(structural_key(mod))
-        if self.seen_decisions is not None:
-            self.seen_decisions.note_measured(trace)
+        self.draft.note_measured(trace)
         if latency < 1e9 and (self.best is None or latency < self.best[0]):
             self.best = (latency, trace)
