@@ -13,6 +13,9 @@
 #   bash scripts/gpu_session.sh conv-stock        # issue 5: the conv2d layer, stock
 #   bash scripts/gpu_session.sh conv-pruner       # issue 5: the conv2d layer, Pruner
 #   bash scripts/gpu_session.sh issue5            # issue 5: the four runs above in one process, conv2d first
+#   bash scripts/gpu_session.sh matmul            # issue 5: the matmul pair alone in one process, stock first
+#                                                 #   (after `restore`: the conv2d pair stays as restored; on a
+#                                                 #   GPU that `restore` refused, a comparison of its own)
 #   bash scripts/gpu_session.sh restore           # first: go on with the runs an earlier lending committed
 #                                                 #   (RERUN="SPEC=STRATEGY ...": make those finished runs again)
 #   bash scripts/gpu_session.sh calibrate         # the restored stock runs' best records measured again here
@@ -133,6 +136,7 @@ models() {
         # (tensor-intrinsic import among it, ~23 s: builder/__init__.py) once, not once a step;
         # --time-limit budgets each new run at the longest round the process has measured.
         issue5) compare "$CONV $MM" stock,pruner ;;
+        matmul) compare "$MM" stock,pruner ;;
         builder-stock)
             # The stock builder compiles CUDA with TVM's callback, NVRTC by default, which needs the
             # cuda-bindings package (docs/builder.md); without it use TVM's documented nvcc mode.
