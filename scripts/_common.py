@@ -107,17 +107,38 @@ def screened_space(spec: str, target, threads: int):
     return context, space, analyzer, ScreenedSampler.for_target(space, analyzer, target)
 
 
-_GLOBAL_STORE = re.compile(r"^\s*(?!buf_dyn_shmem_ptr)\w+_ptr\[(.*)\] = ")
+# A global store: ``out_ptr[ADDR] = `` (scalar) or ``*(float4*)(out_ptr + ADDR) = `` (vectorized).
+_GLOBAL_STORE = re.compile(r"^\s*(?:(?!buf_dyn_shmem_ptr)\w+_ptr\[(.*)\]"
+                           r"|\*\(\w+\*\)\((?!buf_dyn_shmem_ptr)\w+_ptr \+ (.*)\)) = ")
+_CSE_VAR = re.compile(r"^\s*(?:const )?(?:int|int64_t|long) (cse_v\w+) = (.*);")
 _DIVISION = re.compile(r"[/%] (\d+)\)")
 
 
 def divides_in_output_address(mod, target) -> bool:
     """Whether the generated CUDA stores the result through an address that divides by a constant
-    that is not a power of two (an im2col row split so that its divisions no longer fold)."""
+    that is not a power of two (an im2col row split so that its divisions no longer fold), reading
+    scalar and vectorized stores and the common subexpressions (``cse_v*``) their addresses use."""
     from ms_pruner.builder import cuda_sources
 
-    for line in cuda_sources(mod, target)[0].splitlines():
+    return address_divides(cuda_sources(mod, target)[0])
+
+
+def address_divides(source: str) -> bool:
+    """``divides_in_output_address`` on CUDA source text."""
+    shared = {}
+    for line in source.splitlines():
+        cse = _CSE_VAR.match(line)
+        if cse:
+            shared[cse.group(1)] = cse.group(2)
+            continue
         store = _GLOBAL_STORE.match(line)
-        if store and any(int(d) & (int(d) - 1) for d in _DIVISION.findall(store.group(1))):
+        if store and _divides(store.group(1) or store.group(2), shared):
             return True
     return False
+
+
+def _divides(address: str, shared: dict, depth: int = 0) -> bool:
+    if any(int(d) & (int(d) - 1) for d in _DIVISION.findall(address)):
+        return True
+    return depth < 8 and any(_divides(shared[name], shared, depth + 1)
+                             for name in re.findall(r"\bcse_v\w+", address) if name in shared)

@@ -504,6 +504,31 @@ def test_a_row_split_that_keeps_im2col_divisions_in_the_output_address_costs_its
     assert evaluate_database(run, gpu="h100").spearman >= 0.77
 
 
+def test_output_divisions_in_generated_cuda_are_read_from_vector_stores_too(h100_runs, tensor_intrinsics):
+    """scripts/output_divisions.py's truth (``_common.address_divides``) against the analyzer on the
+    stock conv2d run: record 8 stores float4s through ``*(float4*)(conv2d_nhwc_ptr + ADDR)`` with
+    ``/ 3136`` in ADDR, which a reading of scalar ``conv2d_nhwc_ptr[ADDR]`` stores missed (90 records
+    the analyzer alone seemed to charge); record 59 divides only blockIdx and threadIdx terms, once a
+    thread, which the analyzer does not charge an element's store; record 1 stores scalars, undivided."""
+    from ms_pruner.analysis import replay_record
+    from ms_pruner.analysis.features import is_shared
+    from ms_pruner.builder import cuda_sources
+    from ms_pruner.tuning.records import records_in_file_order
+
+    sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
+    from _common import address_divides
+
+    records = records_in_file_order(h100_runs(H100_CONV2D, "stock"))
+    analyzer = StaticAnalyzer.for_target(records[0].target, gpu=H100)
+    found = {}
+    for index in (1, 8, 59):
+        mod = replay_record(records[index]).mod
+        (write_back,) = [c for c in analyzer.estimate(mod).features[0].copies if not is_shared(c.dst_scope)]
+        source = cuda_sources(mod, records[index].target)[0]
+        found[index] = (write_back.address_divisions, address_divides(source), "conv2d_nhwc_ptr[" in source)
+    assert found == {1: (0, False, True), 8: (4, True, False), 59: (0, True, False)}
+
+
 @needs_h100_data
 def test_fetch_widths_of_h100_records_match_generated_cuda(tensor_intrinsics):
     """Every measured record: the analyzer's per-thread load width of each operand is the one in the
