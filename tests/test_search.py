@@ -413,6 +413,42 @@ def test_split_cold_batch_then_a_resumed_call_on_llvm(tmp_path):
     assert len(records) == 24 and len(set(hashes)) == 24
 
 
+def test_a_call_resumed_after_the_cold_half_measures_the_rest_of_its_batch_first(tmp_path):
+    """A lent GPU's call can end between the cold half and its follow-up (a time limit with no time
+    for the follow-up). The next call finds the cold half's records alone: its first round is the
+    follow-up, the rest of that batch (a warm draft standing in for the cold draft the last process
+    held, and neighbours of the best), so the run's batches stay aligned with stock's; then whole ones."""
+    from ms_pruner.cost_model import PaCM
+    from ms_pruner.hardware import llvm_target
+    from ms_pruner.search import PrunerSearch
+    from ms_pruner.tuning.driver import tune_tir
+    from ms_pruner.tuning.interrupt import TimeLimitReached, set_time_limit
+
+    workload = parse_workload(SPEC)
+
+    def tune(trials, time_limit=None):
+        timings = []
+        search = PrunerSearch(population=64, cold_population=64, draft_size=32, cold_batch_share=0.5, seed=0,
+                              timings=timings)
+        set_time_limit(time_limit)
+        try:
+            tune_tir(workload.prim_func(), llvm_target(), str(tmp_path), trials, num_trials_per_iter=8, seed=0,
+                     progress=False, search=(search, PaCM(seed=0, time_budget_s=2.0)))
+        except TimeLimitReached:
+            assert time_limit is not None
+        finally:
+            set_time_limit(None)
+        return timings
+
+    first = tune(16, time_limit=0.5)
+    assert [(t["picked"], t.get("follow_up_due")) for t in first] == [(4, 4)]
+    resumed = tune(16)
+    assert [(t["picked"], bool(t.get("follow_up"))) for t in resumed] == [(4, True), (8, False)]
+    assert resumed[0]["round"] == 1 and resumed[0]["population"] > 0 and resumed[0]["droplet"] > 0
+    records, hashes = _distinct_schedules(str(tmp_path), workload)
+    assert len(records) == 16 and len(set(hashes)) == 16
+
+
 def test_widest_fetch_variant_widens_only_the_cooperative_fetches(tensor_intrinsics):
     """A sample with a narrow operand fetch, widened: every cooperative-fetch draw at least as wide as
     before, every operand fetch at least as wide and at least one wider (a fetch whose vector lanes

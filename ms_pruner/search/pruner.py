@@ -143,6 +143,11 @@ class PrunerSearch(PySearchStrategy):
         # A resumed run goes on counting rounds (batches of this size) where the earlier calls left
         # off, so Droplet starts when it would have in one call (droplet_after).
         self.round = -(-len(self.measured) // max(1, self.per_iter))
+        cold_half = max(1, int(round(self.per_iter * self.settings.cold_batch_share)))
+        if schedules and len(self.measured) == cold_half < self.per_iter:
+            # The earlier call ended between a cold half and its follow-up: this one measures the rest first.
+            self.follow_up = {"size": self.per_iter - cold_half, "resumed": True,
+                              "geometries": collections.Counter(self.facts.geometry(s) for s in schedules)}
         if self.own_model is not None and schedules:  # a resumed run: the MoA model learns what was measured
             self.own_model.update(self.context, *measured_batch(schedules, latencies))
 
@@ -198,6 +203,25 @@ class PrunerSearch(PySearchStrategy):
         full_batch = batch
         if cold and split:
             batch = max(1, int(round(batch * self.settings.cold_batch_share)))
+        draft = self._draft(cold, batch, timing)
+        droplet = self._droplet(timing, self.round >= self.params["droplet_after"])
+        start = time.perf_counter()
+        picks = self._select(draft, droplet, BatchRules(batch, self.params["droplet_share"], self.params["eps_greedy"],
+                                                        self._cold_geometry_cap(batch) if cold else None))
+        timing["verify_s"] = time.perf_counter() - start
+        if cold and self.settings.widen_cold_fetches:
+            start = time.perf_counter()
+            picks, timing["widened"] = self._widen_fetches(picks, self.measured)
+            timing["widen_s"] = time.perf_counter() - start
+        if cold and picks and batch < full_batch:
+            self.follow_up = {"size": full_batch - len(picks),
+                              "geometries": collections.Counter(self.facts.geometry(s) for s in picks)}
+            timing["follow_up_due"] = self.follow_up["size"]
+        return picks
+
+    def _draft(self, cold: bool, batch: int, timing: dict) -> List:
+        """Sample the population, evolve it with the analyzer, and in a cold round climb from the
+        draft's best geometries: the unmeasured candidates a round chooses its picks from."""
         start = time.perf_counter()
         before = self._counters()
         population, timing["carried"] = self._population()
@@ -215,21 +239,7 @@ class PrunerSearch(PySearchStrategy):
             timing["climb_s"] = time.perf_counter() - start
             timing["climb_replayed"], timing["climb_valid"] = self.space.replays_since(replays)
             timing["climbed"], timing["fetch_variants"] = len(climbed), len(variants)
-
-        droplet = self._droplet(timing, self.round >= self.params["droplet_after"])
-        start = time.perf_counter()
-        picks = self._select(draft, droplet, BatchRules(batch, self.params["droplet_share"], self.params["eps_greedy"],
-                                                        self._cold_geometry_cap(batch) if cold else None))
-        timing["verify_s"] = time.perf_counter() - start
-        if cold and self.settings.widen_cold_fetches:
-            start = time.perf_counter()
-            picks, timing["widened"] = self._widen_fetches(picks, self.measured)
-            timing["widen_s"] = time.perf_counter() - start
-        if cold and picks and batch < full_batch:
-            self.follow_up = {"size": full_batch - len(picks),
-                              "geometries": collections.Counter(self.facts.geometry(s) for s in picks)}
-            timing["follow_up_due"] = self.follow_up["size"]
-        return picks
+        return draft
 
     def _follow_up_round(self, pending: dict, batch: int, timing: dict) -> List:
         """The rest of a cold batch: no sampling or evolution, the cold draft's unpicked members
@@ -238,10 +248,17 @@ class PrunerSearch(PySearchStrategy):
         Its draft picks are still chosen mostly by the analyzer (an untrained PaCM ranks as it
         does), so the geometry cap spans the whole split batch and narrow fetches are widened, as
         in the cold round; a neighbour is measured as built, its one changed decision being the point.
+        A call that resumes a run cut between its cold half and the follow-up (``pre_tuning``) has
+        no cold draft: a warm draft stands in, with the same rules.
         """
-        draft = [s for s in self.carry if self.facts.key(s) not in self.measured]
-        timing.update(follow_up=True, carried=len(draft), population=0, sample_s=0.0, draft_s=0.0,
-                      draft=len(draft), generations=0)
+        if pending.get("resumed"):  # a new process carries no draft over: a warm one stands in for it
+            timing["follow_up"] = True
+            self.facts.new_round()
+            draft = self._draft(False, batch, timing)
+        else:
+            draft = [s for s in self.carry if self.facts.key(s) not in self.measured]
+            timing.update(follow_up=True, carried=len(draft), population=0, sample_s=0.0, draft_s=0.0,
+                          draft=len(draft), generations=0)
         droplet = self._droplet(timing, True)
         start = time.perf_counter()
         rules = BatchRules(batch, self.params["follow_up_droplet_share"], self.params["eps_greedy"],
