@@ -38,7 +38,7 @@ from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
 from ..analysis import ANALYSES
 from ..analysis.copies import COPY_MEMORY
-from ..tuning.records import mean_latency, measure_candidate, measured_batch
+from ..tuning.records import mean_latency, measure_candidate, measured_batch, records_for
 from .batch import BatchRules, compose_batch
 from .candidates import CandidateFacts, structural_key
 from .defaults import DEFAULTS, MIN_FRESH_SAMPLES, for_target
@@ -141,10 +141,12 @@ class PrunerSearch(PySearchStrategy):
                 schedules.append(sch)
                 latencies.append(latency)
         # A resumed run goes on counting rounds (batches of this size) where the earlier calls left
-        # off, so Droplet starts when it would have in one call (droplet_after).
-        self.round = -(-len(self.measured) // max(1, self.per_iter))
+        # off, so Droplet starts when it would have in one call (droplet_after). Its failed records
+        # count too (get_top_k leaves them out).
+        tried = len(records_for(self.database, self.context.mod, self.context.target))
+        self.round = -(-max(tried, len(self.measured)) // max(1, self.per_iter))
         cold_half = max(1, int(round(self.per_iter * self.settings.cold_batch_share)))
-        if schedules and len(self.measured) == cold_half < self.per_iter:
+        if schedules and tried == cold_half < self.per_iter:
             # The earlier call ended between a cold half and its follow-up: this one measures the rest first.
             self.follow_up = {"size": self.per_iter - cold_half, "resumed": True,
                               "geometries": collections.Counter(self.facts.geometry(s) for s in schedules)}
