@@ -253,14 +253,13 @@ class PrunerSearch(PySearchStrategy):
         A call that resumes a run cut between its cold half and the follow-up (``pre_tuning``) has
         no cold draft: a warm draft stands in, with the same rules.
         """
+        timing["follow_up"] = True
         if pending.get("resumed"):  # a new process carries no draft over: a warm one stands in for it
-            timing["follow_up"] = True
             self.facts.new_round()
             draft = self._draft(False, batch, timing)
         else:
             draft = [s for s in self.carry if self.facts.key(s) not in self.measured]
-            timing.update(follow_up=True, carried=len(draft), population=0, sample_s=0.0, draft_s=0.0,
-                          draft=len(draft), generations=0)
+            timing.update(carried=len(draft), population=0, sample_s=0.0, draft_s=0.0, draft=len(draft), generations=0)
         droplet = self._droplet(timing, True)
         start = time.perf_counter()
         rules = BatchRules(batch, self.params["follow_up_droplet_share"], self.params["eps_greedy"],

@@ -96,26 +96,27 @@ def load_previous(out_dir: str, settings: dict) -> dict:
 
 def read_report(path: str, settings: dict, advice: str) -> dict:
     """The comparison in ``path``, refused when it was made under other ``settings``."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            report = json.load(handle)
-    except (OSError, ValueError) as err:
-        raise UserError(f"cannot read earlier comparison {path}: {err}") from err
+    report = _load_report(path, "earlier comparison")
     earlier = {key: report.get(key, "pruner" if key == "builder" else None) for key in settings}
     if earlier != settings:
         raise UserError(f"{path} was made with {earlier}, not {settings}; {advice}")
     return report
 
 
+def _load_report(path: str, what: str) -> dict:
+    """A compare.json's contents; one clear line naming ``what`` it is when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot read {what} {path}: {err}") from err
+
+
 def finished_work_dirs(out_dir: str, strategy: str) -> List[str]:
     """The work dirs of ``strategy``'s finished runs in the comparison under ``out_dir`` (its
     compare.json), one a workload; runs set aside to be made again (``superseded``) are not among them."""
     path = os.path.join(out_dir, "compare.json")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            report = json.load(handle)
-    except (OSError, ValueError) as err:
-        raise UserError(f"cannot read comparison {path}: {err}") from err
+    report = _load_report(path, "comparison")
     dirs = [entry["runs"][strategy]["work_dir"] for entry in report.get("workloads", {}).values()
             if strategy in entry.get("runs", {})]
     if not dirs:
