@@ -1,5 +1,6 @@
 """Shared bits of the benchmark scripts: machine description and result writing."""
 
+import gzip
 import json
 import os
 import platform
@@ -31,12 +32,25 @@ def machine() -> dict:
             "python": sys.version.split()[0]}
 
 
+def _open_text(path: str, mode: str):
+    """A text handle on ``path``, through gzip when it ends in ``.gz`` (results over 20 KB are
+    committed gzipped, docs/results/README.md)."""
+    if path.endswith(".gz"):
+        return gzip.open(path, mode + "t", encoding="utf-8")
+    return open(path, mode, encoding="utf-8")
+
+
 def write_json(path: str, payload: dict) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with _open_text(path, "w") as handle:
         json.dump(payload, handle, indent=1)
         handle.write("\n")
     print(f"wrote {path}")
+
+
+def read_json(path: str) -> dict:
+    with _open_text(path, "r") as handle:
+        return json.load(handle)
 
 
 def write_text(text: str, out=None) -> None:

@@ -12,18 +12,16 @@ Pruner run, whether round 0's analyzer-chosen shapes were the right ones.
 """
 
 import argparse
-import json
 import math
 import sys
 from typing import List, Optional
 
-from _common import write_text
+from _common import read_json, write_text
 from ms_pruner.analysis import RecordEstimate, group_by_geometry
 
 
 def load_records(path: str) -> List[RecordEstimate]:
-    with open(path) as handle:
-        report = json.load(handle)
+    report = read_json(path)
     return [RecordEstimate(predicted_s=r["predicted_s"], measured_s=r["measured_s"], valid=r["valid"], reason="",
                            geometry=r.get("geometry"), fetch_bytes=r.get("fetch_bytes"))
             for r in report["records"]]
