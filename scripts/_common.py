@@ -70,6 +70,9 @@ def tune_context(mod, target, strategy, seed: int, threads: int):
     """A TuneContext as ``ms.tune_tir`` builds one per task (post-order-apply space, task "main")."""
     from tvm.s_tir import meta_schedule as ms
 
+    from ms_pruner.intrinsics import register_tensor_intrinsics
+
+    register_tensor_intrinsics()
     return ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy,
                           task_name="main", rand_state=seed, num_threads=threads).clone()
 

@@ -13,6 +13,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from ..errors import UserError
+from ..intrinsics import register_tensor_intrinsics
 from .net import PaCMNet
 from .tokens import TOKEN_DIM, TokenExtractor
 from .training import FitReport, Sample, fit, predict_scores
@@ -173,6 +174,7 @@ class PaCM(PyCostModel):
     def __init__(self, pretrained: Optional[str] = None, momentum: Optional[float] = None,
                  time_budget_s: float = 8.0, max_epochs: int = 60, seed: int = 0):
         super().__init__()
+        register_tensor_intrinsics()  # before ms.tune_tir's TuneContext imports them, ten times slower
         self.core = PaCMCore(momentum=momentum, time_budget_s=time_budget_s, max_epochs=max_epochs, seed=seed)
         self.update_calls = 0
         if pretrained:

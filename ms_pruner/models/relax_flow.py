@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from ..errors import UserError
+from ..intrinsics import register_tensor_intrinsics
 
 
 def import_torch_model(module, example, nhwc: bool = False, mixed_precision: bool = False):
@@ -54,6 +55,7 @@ def legalize_and_fuse(mod):
 def extract_tasks(mod, target) -> List:
     from tvm.s_tir import meta_schedule as ms
 
+    register_tensor_intrinsics()
     return ms.relax_integration.extract_tasks(legalize_and_fuse(mod), target)
 
 
@@ -81,6 +83,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
         from ..hardware import resolve_target
 
         target = resolve_target(target, require_device=False).target
+    register_tensor_intrinsics()
     fused = legalize_and_fuse(mod)
     tasks = ms.relax_integration.extract_tasks(fused, target)
     if not tasks:

@@ -38,6 +38,7 @@ from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
 from ..analysis import ANALYSES
 from ..analysis.copies import COPY_MEMORY
+from ..intrinsics import register_tensor_intrinsics
 from ..tuning.records import mean_latency, measure_candidate, measured_batch, records_for
 from .batch import BatchRules, compose_batch
 from .candidates import CandidateFacts, structural_key
@@ -82,6 +83,7 @@ class PrunerSearch(PySearchStrategy):
         # Every argument but ``timings`` (shared, not copied), as given: clone() passes them on.
         params = {name: value for name, value in locals().items() if name not in ("self", "timings", "__class__")}
         super().__init__()
+        register_tensor_intrinsics()  # before ms.tune_tir's TuneContext imports them, ten times slower
         self.params = params
         self.timings = timings if timings is not None else []
         self.rng = random.Random(seed)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from typing import Callable, List, Optional
 
+from ..intrinsics import register_tensor_intrinsics
 from .candidates import structural_key
 
 
@@ -19,6 +20,7 @@ class DesignSpace:
     def __init__(self, mod, target, space="post-order-apply", context=None):
         from tvm.s_tir import meta_schedule as ms
 
+        register_tensor_intrinsics()
         if context is None:
             context = ms.TuneContext(mod=mod, target=target, space_generator=space, num_threads=1)
         self.context = context

@@ -7,6 +7,7 @@ import os
 from typing import Dict, List, Optional
 
 from ..errors import UserError
+from ..intrinsics import register_tensor_intrinsics
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -49,7 +50,7 @@ def open_database(path: str, create: bool = False):
     workload_file, record_file = database_paths(path)
     if not create and not (os.path.isfile(workload_file) and os.path.isfile(record_file)):
         raise UserError(f"no MetaSchedule database in '{path}' (expected {WORKLOAD_FILE} and {RECORD_FILE})")
-    import tvm.s_tir.tensor_intrin  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
+    register_tensor_intrinsics()
 
     try:
         return ms.database.JSONDatabase(
