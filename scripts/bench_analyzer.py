@@ -39,7 +39,8 @@ def main() -> None:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
 
-    import tvm.s_tir.tensor_intrin  # noqa: F401
+    from ms_pruner.intrinsics import register_tensor_intrinsics
+    register_tensor_intrinsics()
 
     result = {"command": command_line(), "machine": machine()}
     cpu_paths = args.cpu_db or sorted(glob.glob(os.path.join(

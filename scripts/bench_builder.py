@@ -21,7 +21,8 @@ def main():
     parser.add_argument("--out", default="docs/results/cpu/builder.json")
     args = parser.parse_args()
 
-    import tvm.s_tir.tensor_intrin  # noqa: F401
+    from ms_pruner.intrinsics import register_tensor_intrinsics
+    register_tensor_intrinsics()
     from tvm.s_tir.meta_schedule.builder import BuilderInput
     from tvm.s_tir.meta_schedule.builder.local_builder import default_build
 

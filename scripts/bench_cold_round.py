@@ -242,7 +242,8 @@ def main() -> int:
     args = parser.parse_args()
 
     import numpy as np
-    import tvm.s_tir.tensor_intrin  # noqa: F401  (the database's traces name the wmma intrinsics)
+    from ms_pruner.intrinsics import register_tensor_intrinsics
+    register_tensor_intrinsics()  # the database's traces name the wmma intrinsics
 
     from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.builder import default_max_workers

@@ -76,7 +76,8 @@ def main():
     args = parser.parse_args()
     import torch
 
-    import tvm.s_tir.tensor_intrin  # noqa: F401
+    from ms_pruner.intrinsics import register_tensor_intrinsics
+    register_tensor_intrinsics()
 
     common = {"command": command_line(), "machine": machine(), "torch_threads": torch.get_num_threads()}
     result = dict(common, **evaluate(args.models.split(","), (0, 1, 2)))

@@ -65,7 +65,8 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
-    import tvm.s_tir.tensor_intrin  # noqa: F401
+    from ms_pruner.intrinsics import register_tensor_intrinsics
+    register_tensor_intrinsics()
     from tvm.s_tir import meta_schedule as ms
 
     from ms_pruner.hardware import get_gpu_spec

@@ -116,7 +116,8 @@ def main() -> int:
                         help="another PrunerSearch parameter (docs/search.md), e.g. skip_seen_children=0")
     args = parser.parse_args()
 
-    import tvm.s_tir.tensor_intrin  # noqa: F401  (the database's traces name the wmma intrinsics)
+    from ms_pruner.intrinsics import register_tensor_intrinsics
+    register_tensor_intrinsics()  # the database's traces name the wmma intrinsics
 
     from ms_pruner.builder import default_max_workers
     from ms_pruner.cost_model.evaluate import load_measured

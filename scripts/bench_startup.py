@@ -52,7 +52,8 @@ def main() -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
-    import tvm.s_tir.tensor_intrin  # noqa: F401  (imported before any clock, as tune_tir's callers do)
+    from ms_pruner.intrinsics import register_tensor_intrinsics
+    register_tensor_intrinsics()  # imported before any clock, as tune_tir's callers do
 
     created = creation_seconds()
     print(f"make_builder {created['make_builder_s']:.1f} s, make_runner {created['make_runner_s']:.1f} s", flush=True)

@@ -23,7 +23,8 @@ from conftest import REPO_ROOT, needs_nvcc
 PROBE = r"""
 import importlib.util, json
 import tvm
-import tvm.s_tir.tensor_intrin  # noqa: F401
+from ms_pruner.intrinsics import register_tensor_intrinsics
+register_tensor_intrinsics()
 from tvm.s_tir.meta_schedule.builder import BuilderInput
 from ms_pruner.builder import build_pass_config, cuda_runtime_loaded, device_module_formats, make_builder
 from ms_pruner.hardware import get_gpu_spec
