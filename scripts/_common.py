@@ -131,6 +131,19 @@ _CSE_VAR = re.compile(r"^\s*(?:const )?(?:int|int64_t|long) (cse_v\w+) = (.*);")
 _DIVISION = re.compile(r"[/%] (\d+)\)")
 
 
+def valid_records(path: str):
+    """(index, record, measured seconds) of each record of the run in ``path`` that built and ran,
+    in measurement order, with the tensor intrinsics registered that its traces name."""
+    from ms_pruner.intrinsics import register_tensor_intrinsics
+    from ms_pruner.tuning.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
+
+    register_tensor_intrinsics()
+    for index, record in enumerate(records_in_file_order(path)):
+        measured = mean_latency(record)
+        if measured < FAILED_RUN_SECONDS:
+            yield index, record, measured
+
+
 def divides_in_output_address(mod, target) -> bool:
     """Whether the generated CUDA stores the result through an address that divides by a constant
     that is not a power of two (an im2col row split so that its divisions no longer fold), reading

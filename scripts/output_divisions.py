@@ -16,7 +16,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import command_line, divides_in_output_address, machine, write_json  # noqa: E402
+from _common import command_line, divides_in_output_address, machine, valid_records, write_json  # noqa: E402
 
 
 def main() -> None:
@@ -26,22 +26,16 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
-    from ms_pruner.intrinsics import register_tensor_intrinsics
-    register_tensor_intrinsics()
-
     from ms_pruner.analysis import StaticAnalyzer, replay_record
     from ms_pruner.analysis.features import is_shared
     from ms_pruner.hardware import get_gpu_spec
-    from ms_pruner.tuning.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
 
     rows = []
     for path in args.db:
-        records = records_in_file_order(path)
-        analyzer = StaticAnalyzer.for_target(records[0].target, gpu=get_gpu_spec(args.gpu))
-        for index, record in enumerate(records):
-            measured = mean_latency(record)
-            if measured >= FAILED_RUN_SECONDS:
-                continue
+        analyzer = None
+        for index, record, measured in valid_records(path):
+            if analyzer is None:
+                analyzer = StaticAnalyzer.for_target(record.target, gpu=get_gpu_spec(args.gpu))
             mod = replay_record(record).mod
             estimate = analyzer.estimate(mod)
             if not estimate.valid:

@@ -80,3 +80,18 @@ def test_best_members_of_the_best_geometries_are_of_distinct_families():
     assert best_of_best_geometries(names, latency, geometry, 2, per_geometry=2) == ["a1", "a2", "b1", "b2"]
     assert best_of_best_geometries(names, latency, geometry, 2, 2, family) == ["a1", "a3", "b1", "b2"]
     assert best_of_best_geometries(names, latency, geometry, 5, 3, family) == ["a1", "a3", "a4", "b1", "b2", "c1"]
+
+
+def test_a_pick_that_repeats_a_kernel_is_passed_over_and_not_carried():
+    """``repeats`` (same_kernel.SameKernels.repeats) is asked once per schedule, in pick order."""
+    asked = []
+
+    def repeats(name):
+        asked.append(name)
+        return name.endswith("'")  # a2' is a2 with an unroll depth that changes nothing
+
+    rules = BatchRules(size=3, droplet_share=0.0, eps_greedy=0.0)
+    ranked = ["a1", "a2'", "a2", "a3", "a4"]
+    picks, rest = compose_batch([], ranked, ranked, rules, _key, set(), random.Random(0), repeats=repeats)
+    assert picks == ["a1", "a2", "a3"] and rest == ["a4"]
+    assert asked == ["a1", "a2'", "a2", "a3"]

@@ -27,13 +27,15 @@ class BatchRules:
 
 
 def compose_batch(ranked_droplet: List, draft: List, ranked_draft: List, rules: BatchRules, key_of: Callable,
-                  excluded: Set, rng, group: Optional[Callable] = None, spread: Optional[Callable] = None):
+                  excluded: Set, rng, group: Optional[Callable] = None, spread: Optional[Callable] = None,
+                  repeats: Optional[Callable] = None):
     """(picks, the draft's unpicked members in rank order).
 
     Neighbours come first, then the draft's best (``ranked_draft``, geometry-capped when the rules
     say so, after ``spread`` reorders it: geometry.spread_variants), then the random share drawn
     from ``draft``; a stage that comes up short is topped up from the ranked draft. Nothing in
-    ``excluded`` (measured keys) or picked twice is taken.
+    ``excluded`` (measured keys) or picked twice is taken, nor a schedule for which ``repeats`` (asked
+    once per schedule, in pick order: same_kernel.SameKernels.repeats) is true.
     """
     size = rules.size
     n_droplet = min(len(ranked_droplet), int(round(size * rules.droplet_share))) if ranked_droplet else 0
@@ -49,6 +51,8 @@ def compose_batch(ranked_droplet: List, draft: List, ranked_draft: List, rules: 
             if key in seen or key in excluded:
                 continue
             seen.add(key)
+            if repeats is not None and repeats(sch):
+                continue
             picks.append(sch)
             count -= 1
 

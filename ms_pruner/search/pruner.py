@@ -43,6 +43,7 @@ from ..tuning.records import mean_latency, measure_candidate, measured_batch, re
 from .batch import BatchRules, compose_batch
 from .candidates import CandidateFacts, structural_key
 from .defaults import DEFAULTS, MIN_FRESH_SAMPLES, for_target
+from .same_kernel import SameKernels
 
 
 @derived_object
@@ -129,6 +130,7 @@ class PrunerSearch(PySearchStrategy):
             self.cost_model = self.own_model
         self.trials = 0
         self.measured = set()
+        self.same_kernels = SameKernels(self.context.target)  # unroll depths that change nothing (same_kernel.py)
         self.best = None  # (latency, trace)
         self.carry = []  # unmeasured draft members, best-ranked first
         self.follow_up = None
@@ -180,7 +182,7 @@ class PrunerSearch(PySearchStrategy):
         header = {"round": self.round, "task": str(self.context.task_name),
                   "verifier": "own MoA PaCM" if self.own_model is not None else "tuning cost model"}
         timing, picks = dict(header), []
-        before = self._counters(sampler=False)
+        before = self._round_counters()
         if follow_up is not None and self.best is not None:
             picks = self._follow_up_round(follow_up, min(follow_up["size"], left), timing)
         if not picks:  # no follow-up due, or nothing left to follow up with: search anew
@@ -190,7 +192,7 @@ class PrunerSearch(PySearchStrategy):
             batch = min(follow_up["size"] if follow_up is not None else self.per_iter, left)
             picks = self._searched_round(batch, timing, split=follow_up is None)
         timing["picked"] = len(picks)
-        timing.update({k: v - before[k] for k, v in self._counters(sampler=False).items()})
+        timing.update({k: v - before[k] for k, v in self._round_counters().items()})
         self.timings.append(timing)
         self.round += 1
         if not picks:
@@ -284,6 +286,11 @@ class PrunerSearch(PySearchStrategy):
             counts.update(self.sampler.stats)
         return counts
 
+    def _round_counters(self) -> dict:
+        """``_counters`` and the candidates lowered and dropped as repeated kernels (same_kernel.py)."""
+        return dict(self._counters(sampler=False), same_kernel_lowered=self.same_kernels.lowered,
+                    same_kernel_skipped=self.same_kernels.repeated)
+
     def _droplet(self, timing: dict, wanted: bool) -> List:
         """Unmeasured Droplet neighbours of the best measured schedule (when ``wanted``)."""
         start, replays = time.perf_counter(), self.space.replays
@@ -348,8 +355,10 @@ class PrunerSearch(PySearchStrategy):
         otherwise fill it. Picks over the cap come back only when the draft has too few geometries.
         Within a geometry, the fetch-width variants estimated as ties come in turn (``_spread_variants``).
         """
+        self.same_kernels.new_batch()
         picks, unpicked = compose_batch(self._rank(droplet), draft, self._rank(draft), rules, self.facts.key,
-                                        self.measured, self.rng, self.facts.geometry, self._spread_variants)
+                                        self.measured, self.rng, self.facts.geometry, self._spread_variants,
+                                        self.same_kernels.repeats)
         self.carry = unpicked[:self.params["carry_over"]]
         return picks
 
@@ -383,6 +392,7 @@ class PrunerSearch(PySearchStrategy):
     def _note_measured(self, trace, latency: float, mod) -> None:
         if mod is not None:
             self.measured.add(structural_key(mod))
+            self.same_kernels.note_measured(trace, mod)
         self.draft.note_measured(trace)
         if latency < 1e9 and (self.best is None or latency < self.best[0]):
             self.best = (latency, trace)
