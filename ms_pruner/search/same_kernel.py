@@ -11,7 +11,7 @@ lending's matmul run had the same count (docs/search.md, "Kernels measured twice
 So a candidate whose other decisions equal those of a measured schedule (or of one already picked
 for the batch) is lowered, and so is that schedule, and the candidate is dropped when both lower to
 the same TIR (structural hash with free variables mapped, which told the 222 kernels apart exactly).
-Only those candidates are lowered (~80 ms each for the tensor-core conv2d on one core).
+Only those candidates are lowered (183 times over that conv2d run's 256 records).
 """
 
 from __future__ import annotations
