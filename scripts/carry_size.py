@@ -26,9 +26,11 @@ def _tree_bytes(path: str) -> int:
                for folder, _, names in os.walk(path) for name in names)
 
 
-def working_tree_bytes(root: str = ".") -> int:
-    """Bytes of the files git tracks or would add (untracked, not ignored) under ``root``."""
-    listed = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+def working_tree_bytes(root: str = ".", untracked: bool = True) -> int:
+    """Bytes of the files git tracks under ``root``, and of those it would add (untracked, not
+    ignored) when ``untracked``."""
+    others = ["--others", "--exclude-standard"] if untracked else []
+    listed = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", *others],
                             capture_output=True, check=True).stdout.decode()
     paths = {os.path.join(root, p) for p in listed.split("\0") if p}
     return sum(os.lstat(p).st_size for p in paths if os.path.lexists(p))

@@ -2,7 +2,6 @@
 
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -23,9 +22,7 @@ def test_the_tracked_tree_leaves_room_for_the_gpu_bundle_on_a_device_call():
     """Each device call carries the working tree and half of the TVM bundle under 64 MiB; on
     2026-11-26 the tree had grown to 10.4 MiB, 0.5 MiB short of refusing the next lending's call.
     `python scripts/shrink_results.py` gzips large results and palettes the plots."""
-    tracked = subprocess.run(["git", "-C", REPO_ROOT, "ls-files", "-z"], capture_output=True, check=True).stdout
-    tracked_bytes = sum(os.lstat(os.path.join(REPO_ROOT, p)).st_size
-                        for p in tracked.decode().split("\0") if p and os.path.lexists(os.path.join(REPO_ROOT, p)))
+    tracked_bytes = working_tree_bytes(REPO_ROOT, untracked=False)
     assert tracked_bytes <= working_tree_bytes(REPO_ROOT)
     room = LIMIT_BYTES - BUNDLE_HALF_BYTES - LENDING_HEADROOM_BYTES
     assert tracked_bytes <= room, (f"tracked files take {tracked_bytes / 2 ** 20:.2f} MiB, more than the "

@@ -38,14 +38,37 @@ def lower_candidate(mod, target, use_nvcc: bool = True):
     ``use_nvcc`` is False; elsewhere the device code stays source.
     """
     import tvm
-    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
     from .cuda_compile import cuda_compile_scope
 
-    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-    with tvm.transform.PassContext(opt_level=3, config=build_pass_config(target)), \
-            cuda_compile_scope(target, use_nvcc):
+    mod = _without_layout_rewrite(mod)
+    with _pass_context(target), cuda_compile_scope(target, use_nvcc):
         return tvm.compile(mod, target=target)
+
+
+def lowered_tir(mod, target):
+    """``mod`` through TVM's TIR pipeline for ``target`` as ``lower_candidate`` lowers it, stopping
+    before host and device are split and code is generated: what decides the kernel, for less."""
+    import tvm
+
+    mod = _without_layout_rewrite(mod)
+    with _pass_context(target):
+        host = target.host or tvm.target.Target("llvm" if tvm.runtime.enabled("llvm") else "c")
+        mod = tvm.tirx.transform.BindTarget(target.with_host(host))(mod)
+        pipeline, _, _ = tvm.tirx.get_default_tir_pipeline(target)
+        return pipeline(mod)
+
+
+def _without_layout_rewrite(mod):
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    return RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+
+
+def _pass_context(target):
+    import tvm
+
+    return tvm.transform.PassContext(opt_level=3, config=build_pass_config(target))
 
 
 @dataclasses.dataclass

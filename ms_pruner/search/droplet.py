@@ -75,6 +75,13 @@ def decision_values(trace) -> Tuple[str, ...]:
     return tuple(str(base.decisions[inst]) for inst in base.insts if inst in base.decisions)
 
 
+def annotated_draws(trace) -> List[Tuple[object, str]]:
+    """(value, annotation key) of each ``Annotate`` of ``trace`` whose value is a variable (a draw
+    or a block), in trace order: which decision feeds which annotation."""
+    return [(inst.inputs[1], str(inst.attrs[0])) for inst in trace.insts
+            if inst.kind.name == "Annotate" and len(inst.inputs) > 1 and hasattr(inst.inputs[1], "same_as")]
+
+
 def decision_kinds(trace) -> Tuple[str, ...]:
     """What each decision of ``decision_values(trace)`` sets, in the same order: ``tile N`` (the
     Nth tile split of the trace), ``operand fetch N`` (the vector length of the Nth operand's copy
@@ -85,8 +92,7 @@ def decision_kinds(trace) -> Tuple[str, ...]:
 
     base = trace.simplified(remove_postproc=True)
     operands = operand_fetch_decisions(base)
-    annotations = [(inst.inputs[1], str(inst.attrs[0])) for inst in base.insts
-                   if inst.kind.name == "Annotate" and len(inst.inputs) > 1 and hasattr(inst.inputs[1], "same_as")]
+    annotations = annotated_draws(base)
     kinds, tiles = [], 0
     for inst in base.insts:
         if inst not in base.decisions:

@@ -24,9 +24,10 @@ UNROLL_ANNOTATIONS = ("meta_schedule.unroll_explicit", "meta_schedule.unroll_imp
 def unroll_free_decisions(trace) -> Tuple:
     """The trace's sampled decisions (postprocessors removed) with its unroll draws left out, and
     its length: schedules with equal values differ at most in unroll depth."""
+    from .droplet import annotated_draws
+
     base = trace.simplified(remove_postproc=True)
-    unroll_draws = [inst.inputs[1] for inst in base.insts if inst.kind.name == "Annotate"
-                    and len(inst.inputs) > 1 and str(inst.attrs[0]) in UNROLL_ANNOTATIONS]
+    unroll_draws = [value for value, key in annotated_draws(base) if key in UNROLL_ANNOTATIONS]
     values = []
     for inst in base.insts:
         if inst not in base.decisions:
@@ -39,21 +40,14 @@ def unroll_free_decisions(trace) -> Tuple:
 
 
 def lowered_key(mod, target) -> Optional[int]:
-    """Structural hash (free variables mapped) of ``mod`` through TVM's TIR pipeline for ``target``,
-    under the builder's pass configuration; None when it does not lower."""
-    import tvm
+    """Structural hash (free variables mapped) of ``mod`` lowered as the builder lowers it
+    (``builder.worker.lowered_tir``); None when it does not lower."""
     import tvm_ffi
-    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
-    from ..builder import build_pass_config
+    from ..builder.worker import lowered_tir
 
     try:
-        mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-        with tvm.transform.PassContext(opt_level=3, config=build_pass_config(target)):
-            host = target.host or tvm.target.Target("llvm" if tvm.runtime.enabled("llvm") else "c")
-            mod = tvm.tirx.transform.BindTarget(target.with_host(host))(mod)
-            pipeline, _, _ = tvm.tirx.get_default_tir_pipeline(target)
-            return int(tvm_ffi.structural_hash(pipeline(mod), map_free_vars=True))
+        return int(tvm_ffi.structural_hash(lowered_tir(mod, target), map_free_vars=True))
     except Exception:  # pylint: disable=broad-except
         return None
 
@@ -82,8 +76,8 @@ class SameKernels:
         entry = [sch.mod, None]
         others = self._measured.get(signature, []) + self._picked.get(signature, [])
         if others:
-            entry[1] = self._key(entry)
-            if entry[1] is not None and any(self._key(other) == entry[1] for other in others):
+            key = self._key(entry)
+            if key is not None and any(self._key(other) == key for other in others):
                 self.repeated += 1
                 return True
         self._picked.setdefault(signature, []).append(entry)
