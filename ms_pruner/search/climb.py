@@ -1,7 +1,7 @@
 """Hill climbing on the analyzer in a cold round: Droplet's coordinate descent before any measurement.
 
 A cold round measures what the analyzer ranks best among the draft, and the draft holds only what
-sampling and three generations of mutation reached. On the H100's 4096^3 fp16 matmul, the tiling
+sampling and a generation or few of mutation reached. On the H100's 4096^3 fp16 matmul, the tiling
 the analyzer estimates fastest (grid 1024 x 128 threads, 64 trips, 16 KiB + 16 KiB operand tiles)
 was in round 0's draft once in the first GPU run, took two more rounds of evolution to fill, and
 then measured best (docs/results/h100). So from the best draft member of each of the few best

@@ -37,10 +37,12 @@ DEFAULTS = dict(
 # The cold round's parent-selection power when none is given, by how far the analyzer is trusted:
 # its GPU model ranks the real H100 records at Spearman 0.95, its CPU model the CPU ones at ~0.3.
 COLD_SELECTION_POWER = {"gpu": 8.0, "cpu": 1.0}
-# Generations of a cold round's draft when none is given: two on a GPU, where the draft's mutators skip
-# the children it has met and two find as many distinct schedules as three did without that (H100
-# matmul and conv2d, docs/search.md); three on CPU, whose draft repeats few children (below).
-COLD_GENETIC_ITERS = {"gpu": 2.0, "cpu": 3.0}
+# Generations of a cold round's draft when none is given: one on a GPU, where the analyzer climb that
+# follows the draft chooses the picks' geometries (two, or none, gave the same odds at stock's best on
+# the H100 matmul and conv2d records, in a third to a half more or less search; docs/search.md), and the
+# one generation still mutates the categorical decisions the climb does not move; three on CPU, which
+# has no climb and whose draft repeats few children (below).
+COLD_GENETIC_ITERS = {"gpu": 1.0, "cpu": 3.0}
 # Whether the draft's mutators skip a child whose decisions the draft has met (mutator.py), when not
 # given: a GPU draft at selection power 8 repeats two children in five, each a ~65 ms replay of a
 # tensor-core trace; a CPU draft repeats about one in ten, and the look-up costs more than it saves.
