@@ -1,9 +1,10 @@
 """A MetaSchedule builder that builds every candidate the stock path loses, and runner settings.
 
-``make_builder("pruner")`` fixes three measured problems of the stock LocalBuilder on TVM 0.27:
+``make_builder("pruner")`` fixes four measured problems of the stock LocalBuilder on TVM 0.27:
 fp16->fp32 tensor-core candidates failing to lower, ~23 s of ``tensor_intrin`` import in every
 fresh worker, and CUDA compiled by NVRTC (missing ``cuda-bindings`` fails every build on a GPU
-machine) or lazily inside the one-GPU runner (``cuda_compile``). ``make_builder("stock")`` is
+machine) or lazily inside the one-GPU runner (``cuda_compile``); and its worker processes, started
+afresh for every batch, are kept across batches (``pool``). ``make_builder("stock")`` is
 MetaSchedule's own builder, kept for side-by-side comparisons. ``make_runner`` is MetaSchedule's
 ``LocalRunner`` that fills a task's arguments once instead of once per candidate (``runner_args``).
 """
@@ -35,7 +36,8 @@ def make_builder(
     timeout_sec: float = 120.0,
     compile_device_code: bool = True,
 ):
-    """A ``ms.builder.LocalBuilder`` with our build/export functions (or the stock ones)."""
+    """Our build/export functions in a ``KeptPoolBuilder`` (LocalBuilder's build, its worker processes
+    kept across batches: pool.py), or MetaSchedule's own ``LocalBuilder`` (``"stock"``)."""
     from tvm.s_tir import meta_schedule as ms
 
     from ..errors import UserError
@@ -45,13 +47,26 @@ def make_builder(
         return ms.builder.LocalBuilder(max_workers=workers)
     if kind != "pruner":
         raise UserError(f"unknown builder '{kind}'; choose one of {', '.join(BUILDER_KINDS)}")
-    os.environ[COMPILE_DEVICE_CODE_ENV] = "1" if compile_device_code else "0"
-    return ms.builder.LocalBuilder(
-        max_workers=workers,
-        timeout_sec=timeout_sec,
-        f_build=build_candidate,
-        f_export=export_candidate,
-    )
+    from .pool import KeptPoolBuilder
+
+    setting = "1" if compile_device_code else "0"
+    os.environ[COMPILE_DEVICE_CODE_ENV] = setting
+    return KeptPoolBuilder(max_workers=workers, timeout_sec=timeout_sec, f_build=build_candidate,
+                           f_export=export_candidate, environment={COMPILE_DEVICE_CODE_ENV: setting})
+
+
+def close_builder(builder) -> None:
+    """Stop a builder's kept worker processes (``KeptPoolBuilder``); nothing for other builders."""
+    close = getattr(builder, "close", None)
+    if callable(close):
+        close()
+
+
+def start_builder_workers(builder) -> None:
+    """Start a builder's kept worker processes now (``KeptPoolBuilder``); nothing for other builders."""
+    start = getattr(builder, "start_workers", None)
+    if callable(start):
+        start()
 
 
 def make_runner(timeout_sec: float = 30.0, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100,
@@ -76,6 +91,7 @@ __all__ = [
     "KernelResources",
     "build_candidate",
     "build_pass_config",
+    "close_builder",
     "cached_alloc_argument",
     "candidate_resources",
     "compile_cuda_to_cubin",
@@ -93,5 +109,6 @@ __all__ = [
     "make_runner",
     "parse_ptxas_report",
     "replace_cuda_sources",
+    "start_builder_workers",
     "use_nvcc_for_cuda",
 ]

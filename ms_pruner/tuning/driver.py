@@ -124,14 +124,17 @@ def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder
     from tqdm import tqdm
     from tvm.s_tir import meta_schedule as ms
 
-    from ..builder import make_builder, make_runner
+    from ..builder import close_builder, make_builder, make_runner, start_builder_workers
     from .instrument import ProgressCallback, RoundClock, TimedBuilder, TimedRunner
     from .interrupt import graceful_interrupts
 
     import_model_dependencies(cost_model)
-    # Builder and runner first: each starts a worker process to check its functions (seconds, the
-    # same for every strategy), process start-up like the imports before it, which no clock counts.
-    builder = make_builder(builder) if isinstance(builder, str) else builder
+    # Builder and runner first: the runner starts a worker process to check its functions, our
+    # builder its kept workers (seconds, the same for every strategy), process start-up like the
+    # imports before it, which no clock counts.
+    owned = isinstance(builder, str)
+    builder = make_builder(builder) if owned else builder
+    start_builder_workers(builder)
     runner = runner if runner is not None else make_runner()
     bar = tqdm(total=total_trials, unit="trial", desc=desc, disable=not progress)
     clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=total_trials,
@@ -147,6 +150,8 @@ def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder
             yield clock, measure
     finally:
         bar.close()
+        if owned:
+            close_builder(builder)
 
 
 def normalized_mod(mod):

@@ -44,7 +44,7 @@ def remeasure(records, target, builder="pruner", runner=None) -> List[Remeasured
     from tvm.s_tir import Schedule
     from tvm.s_tir import meta_schedule as ms
 
-    from ..builder import make_builder, make_runner
+    from ..builder import close_builder, make_builder, make_runner
     from .records import measure_candidate
 
     schedules = []
@@ -52,9 +52,14 @@ def remeasure(records, target, builder="pruner", runner=None) -> List[Remeasured
         sch = Schedule(record.workload.mod)
         record.trace.apply_to_schedule(sch, remove_postproc=False)
         schedules.append(sch)
-    builder = make_builder(builder) if isinstance(builder, str) else builder
+    owned = isinstance(builder, str)
+    builder = make_builder(builder) if owned else builder
     runner = runner if runner is not None else make_runner()
-    built = builder.build([ms.builder.BuilderInput(s.mod, target) for s in schedules])
+    try:
+        built = builder.build([ms.builder.BuilderInput(s.mod, target) for s in schedules])
+    finally:
+        if owned:
+            close_builder(builder)
     device = "cuda" if target.kind.name == "cuda" else "cpu"  # ms_pruner tunes for CUDA and llvm
     inputs = [ms.runner.RunnerInput(str(b.artifact_path), device, measure_candidate(s).args_info)
               for b, s in zip(built, schedules) if not b.error_msg]
