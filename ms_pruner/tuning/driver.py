@@ -118,8 +118,9 @@ def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder
     ``resume`` (a ResumePoint) continues an earlier call's round log; ``workload`` tags the
     round lines with the tuned workload (resume.workload_tag); ``call`` labels them with the
     caller's count of calls (tune_tir). ``cost_model``'s imports are made before the clock starts
-    (import_model_dependencies). The progress bar closes and the logging guard lifts however the
-    tuning call ends.
+    (import_model_dependencies), and a builder made here from its name starts its kept workers
+    before it too. The progress bar closes, the logging guard lifts and that builder's workers stop
+    however the tuning call ends.
     """
     from tqdm import tqdm
     from tvm.s_tir import meta_schedule as ms
@@ -134,22 +135,24 @@ def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder
     # imports before it, which no clock counts.
     owned = isinstance(builder, str)
     builder = make_builder(builder) if owned else builder
-    start_builder_workers(builder)
-    runner = runner if runner is not None else make_runner()
-    bar = tqdm(total=total_trials, unit="trial", desc=desc, disable=not progress)
-    clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=total_trials,
-                       strategy_timings=getattr(strategy_obj, "timings", None), resume=resume,
-                       workload=workload, call=call)
-    measure = {
-        "builder": TimedBuilder(builder, clock),
-        "runner": TimedRunner(runner, clock),
-        "measure_callbacks": ms.MeasureCallback.create("default") + [ProgressCallback(clock)],
-    }
+    bar = None
     try:
+        start_builder_workers(builder)
+        runner = runner if runner is not None else make_runner()
+        bar = tqdm(total=total_trials, unit="trial", desc=desc, disable=not progress)
+        clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=total_trials,
+                           strategy_timings=getattr(strategy_obj, "timings", None), resume=resume,
+                           workload=workload, call=call)
+        measure = {
+            "builder": TimedBuilder(builder, clock),
+            "runner": TimedRunner(runner, clock),
+            "measure_callbacks": ms.MeasureCallback.create("default") + [ProgressCallback(clock)],
+        }
         with metaschedule_logging_guard(), graceful_interrupts():
             yield clock, measure
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
         if owned:
             close_builder(builder)
 
