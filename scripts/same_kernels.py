@@ -47,9 +47,9 @@ def main() -> None:
             first_of.setdefault(digest, index)
         repeats = [r["record"] for r in rows if r["repeat_of"] is not None]
         dropped = [r["record"] for r in rows if r["dropped"]]
-        spread = [max(r["measured_us"], o["measured_us"]) / min(r["measured_us"], o["measured_us"]) - 1
-                  for r in rows if r["repeat_of"] is not None
-                  for o in rows if o["record"] == r["repeat_of"]]
+        measured_us = {r["record"]: r["measured_us"] for r in rows}
+        pairs = [(r["measured_us"], measured_us[r["repeat_of"]]) for r in rows if r["repeat_of"] is not None]
+        spread = [max(pair) / min(pair) - 1 for pair in pairs]
         summary = {"db": os.path.normpath(path), "records": len(rows), "kernels": len(first_of),
                    "repeats": len(repeats), "dropped": len(dropped),
                    "repeats_not_dropped": sorted(set(repeats) - set(dropped)),

@@ -49,10 +49,9 @@ def make_builder(
         raise UserError(f"unknown builder '{kind}'; choose one of {', '.join(BUILDER_KINDS)}")
     from .pool import KeptPoolBuilder
 
-    setting = "1" if compile_device_code else "0"
-    os.environ[COMPILE_DEVICE_CODE_ENV] = setting
     return KeptPoolBuilder(max_workers=workers, timeout_sec=timeout_sec, f_build=build_candidate,
-                           f_export=export_candidate, environment={COMPILE_DEVICE_CODE_ENV: setting})
+                           f_export=export_candidate,
+                           environment={COMPILE_DEVICE_CODE_ENV: "1" if compile_device_code else "0"})
 
 
 def close_builder(builder) -> None:
