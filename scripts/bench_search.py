@@ -22,6 +22,10 @@ stand-in that only decides whose neighbours are built; the other picks are "not 
     python scripts/bench_search.py --workload conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32 --gpu h100
 
 times only the cold round of a workload that has no measured database (the warm case needs one).
+``--ptxas`` compiles every round's picks with nvcc after the round's clock and reports their
+registers against the analyzer's (``pick_registers``; docs/analyzer.md, "Warp tiles the code does
+not tell apart").
+
 ``--db`` may also be an ``llvm`` database (``tests/data/cpu_pruner_seed0/<workload>``, with
 ``--per-iter 16``): the same rounds on this machine's CPU target.
 """
@@ -40,7 +44,7 @@ NOT_MEASURED = "not measured (search-overhead benchmark)"
 
 
 def search_rounds(strategy: str, mod, target, records, schedules, latency, warm: bool, seed: int, threads: int,
-                  per_iter: int, rounds: int, params: dict):
+                  per_iter: int, rounds: int, params: dict, ptxas: bool = False):
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.runner import RunnerResult
 
@@ -84,6 +88,8 @@ def search_rounds(strategy: str, mod, target, records, schedules, latency, warm:
         entry["rounds"].append({"search_s": seconds, "candidates": len(candidates),
                                 "split": {k: round(v, 3) if isinstance(v, float) else v
                                           for k, v in split[-1].items()} if split else None})
+        if ptxas:
+            entry["rounds"][-1]["registers"] = pick_registers(candidates, target)
         results = [RunnerResult(run_secs=None, error_msg=NOT_MEASURED) for _ in candidates]
         if not warm and split and len(entry["rounds"]) == 1 and 0 < len(candidates) < per_iter:
             planned = 2  # a cold round that measures part of its batch: time its follow-up as well
@@ -91,6 +97,25 @@ def search_rounds(strategy: str, mod, target, records, schedules, latency, warm:
             results[stand_in[0]] = RunnerResult(run_secs=[stand_in[1]], error_msg=None)
         context.search_strategy.notify_runner_results(candidates, results)
     return entry
+
+
+def pick_registers(candidates, target) -> dict:
+    """Each pick's (first) kernel compiled after the search's clock: [the analyzer's registers,
+    ptxas's, whether ptxas spills]. ``squeezed`` counts the kernels ptxas fits in fewer registers
+    than the analyzer counts without spilling, where the analyzer's count is within the cap (for 16
+    accumulator fragments a warp, nvcc's 167-196 against the analyzer's 184-192: on the H100 those
+    measured 1.5-2.2x their estimate, docs/analyzer.md "Warp tiles the code does not tell apart")."""
+    from ms_pruner.analysis import StaticAnalyzer, ptxas_checks
+
+    analyzer = StaticAnalyzer.for_target(target)
+    picks, squeezed = [], 0
+    for candidate in candidates:
+        checks = ptxas_checks(candidate.sch.mod, target, analyzer.estimate(candidate.sch.mod), analyzer)
+        if checks:
+            check = checks[0]
+            picks.append([int(check.regs_estimate), check.regs_ptxas, check.spill_ptxas])
+            squeezed += check.regs_ptxas < check.regs_estimate and not (check.spill_estimate or check.spill_ptxas)
+    return {"estimate_ptxas_spill": picks, "squeezed": int(squeezed)}
 
 
 def _best_estimated(candidates, target):
@@ -114,6 +139,8 @@ def main() -> int:
     parser.add_argument("--warm-rounds", type=int, default=2)
     parser.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE",
                         help="another PrunerSearch parameter (docs/search.md), e.g. skip_seen_children=0")
+    parser.add_argument("--ptxas", action="store_true",
+                        help="compile each round's picks with nvcc and report their registers (pick_registers)")
     args = parser.parse_args()
 
     from ms_pruner.intrinsics import register_tensor_intrinsics
@@ -134,8 +161,10 @@ def main() -> int:
     for strategy in args.strategies.split(","):
         for warm in states:
             entry = search_rounds(strategy, mod, target, records, schedules, latency, warm, args.seed, threads,
-                                  args.per_iter, args.warm_rounds, params)
-            searched = ", ".join(f"{r['search_s']:.1f} s ({r['candidates']})" for r in entry["rounds"])
+                                  args.per_iter, args.warm_rounds, params, args.ptxas)
+            searched = ", ".join(f"{r['search_s']:.1f} s ({r['candidates']}"
+                                 + (f", {r['registers']['squeezed']} squeezed" if "registers" in r else "") + ")"
+                                 for r in entry["rounds"])
             print(f"{strategy:6s} {entry['state']}: search per round {searched}; "
                   f"model update {entry['update_s']:.1f} s on {entry['records']} records", flush=True)
             rounds.append(entry)

@@ -1,0 +1,147 @@
+"""What the machine code of measured tensor-core records looks like, next to their latency.
+
+    python scripts/sass_mix.py --db work/<workload>/<run> [--db ...] [--geometry SUBSTRING] --out ...
+
+For each valid record (of the kernel geometry whose name contains ``--geometry``, when given): the
+CUDA the builder ships compiled with nvcc as TVM compiles it, ptxas's registers, and from the SASS
+(``cuobjdump -sass``, which needs ``nvdisasm``; both come in the ``nvidia-cuda-cuobjdump`` and
+``nvidia-cuda-nvdisasm`` wheels, pass their folder as ``--cuda-bin``) the opcode counts of the main
+loop (the largest backward branch), the smallest distance in HMMA instructions between two that
+write the same accumulator registers, and the write-back's global stores. Each record also has its
+warp layout and per-warp fragment tile, read from MultiLevelTilingTensorCore's first two tile
+decisions (``[block, block, warps, serial, inner]``). Summary: per (warps, fragments per warp), the
+measured and estimated latencies. It asks whether the code tells apart records the analyzer ties
+(docs/analyzer.md, "Warp tiles the code does not tell apart"); no GPU is needed.
+"""
+
+import argparse
+import collections
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import command_line, machine, valid_records, write_json  # noqa: E402
+
+_SASS_LINE = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)([^;]*);")
+_HMMA_DEST = re.compile(r"^\s*(R\d+),")
+
+
+def read_cubin(cubin: bytes, cuda_bin: str):
+    """(address, opcode, operands) of every instruction ``cuobjdump -sass`` lists for ``cubin``, and
+    the registers of its first kernel (``cuobjdump -res-usage``)."""
+    env = dict(os.environ, PATH=os.pathsep.join(p for p in (cuda_bin, os.environ.get("PATH", "")) if p))
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        text, usage = (subprocess.run(["cuobjdump", flag, f.name], capture_output=True, text=True, env=env,
+                                      check=True).stdout for flag in ("-sass", "-res-usage"))
+    return parse_sass(text), int(re.search(r"REG:(\d+)", usage).group(1))
+
+
+def parse_sass(text: str) -> list:
+    """(address, opcode, operands) of each instruction line of a ``cuobjdump -sass`` listing."""
+    return [(int(m.group(1), 16), m.group(2), m.group(3)) for m in map(_SASS_LINE.match, text.splitlines()) if m]
+
+
+def main_loop(instructions: list) -> list:
+    """The instructions inside the largest backward branch (the kernel's main loop)."""
+    span = (0, -1)
+    for address, opcode, operands in instructions:
+        target = re.search(r"0x([0-9a-f]+)", operands)
+        if opcode.startswith("BRA") and target and int(target.group(1), 16) < address:
+            start = int(target.group(1), 16)
+            if address - start > span[1] - span[0]:
+                span = (start, address)
+    return [i for i in instructions if span[0] <= i[0] <= span[1]]
+
+
+def hmma_min_distance(instructions: list):
+    """Fewest HMMA instructions between two that write the same accumulator register (None: no
+    repeated accumulator): how closely the compiler packed dependent tensor-core operations."""
+    last, best = {}, None
+    hmmas = [operands for _, opcode, operands in instructions if opcode.startswith("HMMA")]
+    for position, operands in enumerate(hmmas):
+        dest = _HMMA_DEST.match(operands)
+        if dest:
+            if dest.group(1) in last:
+                gap = position - last[dest.group(1)]
+                best = gap if best is None else min(best, gap)
+            last[dest.group(1)] = position
+    return best
+
+
+def warp_tile(trace) -> dict:
+    from ms_pruner.search import tile_decisions
+
+    tiles = tile_decisions(trace)
+    if len(tiles) < 2 or len(tiles[0]) != 5 or len(tiles[1]) != 5:
+        return {}
+    m, n = tiles[0], tiles[1]
+    return {"warps": f"{m[2]}x{n[2]}", "fragments_per_warp": f"{m[3] * m[4]}x{n[3] * n[4]}",
+            "inner_fragments": f"{m[4]}x{n[4]}", "tiles": [list(t) for t in tiles]}
+
+
+def describe(record, sch, measured: float, estimate, cuda_bin: str) -> dict:
+    from ms_pruner.analysis import geometry_name, kernel_geometry, operand_fetch_bytes
+    from ms_pruner.builder.cuda_binary import compile_cuda_to_cubin
+    from ms_pruner.builder.worker import cuda_sources
+
+    instructions, registers = read_cubin(compile_cuda_to_cubin(cuda_sources(sch.mod, record.target)[0],
+                                                               record.target), cuda_bin)
+    loop = main_loop(instructions)
+    stores = collections.Counter(op for _, op, _ in instructions if op.startswith("STG"))
+    return {"measured_us": measured * 1e6, "estimate_us": estimate.latency_s * 1e6,
+            "geometry": geometry_name(kernel_geometry(estimate.features)),
+            "fetch_bytes": list(operand_fetch_bytes(estimate.features)), **warp_tile(record.trace),
+            "registers": registers, "registers_estimate": estimate.features[0].regs_per_thread,
+            "main_loop_instructions": len(loop),
+            "main_loop_opcodes": dict(collections.Counter(op.split(".")[0] for _, op, _ in loop).most_common()),
+            "hmma_min_distance": hmma_min_distance(loop), "global_stores": dict(stores)}
+
+
+def summarize(rows: list) -> list:
+    groups = collections.defaultdict(list)
+    for row in rows:
+        groups[row["geometry"], row.get("warps"), row.get("fragments_per_warp")].append(row)
+    out = []
+    for (geometry, warps, fragments), members in groups.items():
+        measured = sorted(r["measured_us"] for r in members)
+        out.append({"geometry": geometry, "warps": warps, "fragments_per_warp": fragments, "records": len(members),
+                    "measured_us": [measured[0], statistics.median(measured), measured[-1]],
+                    "estimate_us": [min(r["estimate_us"] for r in members), max(r["estimate_us"] for r in members)],
+                    "registers": sorted({r["registers"] for r in members}),
+                    "main_loop_instructions": sorted({r["main_loop_instructions"] for r in members}),
+                    "hmma_min_distance": sorted({r["hmma_min_distance"] for r in members}, key=str)})
+    return sorted(out, key=lambda g: g["measured_us"][1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--db", action="append", required=True, help="a run's work dir (a JSON database)")
+    parser.add_argument("--geometry", default="", help="only records whose kernel geometry name contains this")
+    parser.add_argument("--cuda-bin", default="", help="folder with cuobjdump and nvdisasm, if not on PATH")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+
+    from ms_pruner.analysis import StaticAnalyzer, geometry_name, kernel_geometry, replay_record
+
+    rows = []
+    for path in args.db:
+        for index, record, measured in valid_records(path):
+            sch = replay_record(record)
+            estimate = StaticAnalyzer.for_target(record.target).estimate(sch)
+            if args.geometry in geometry_name(kernel_geometry(estimate.features)):
+                row = describe(record, sch, measured, estimate, args.cuda_bin)
+                rows.append(dict(row, db=os.path.normpath(path), record=index))
+    summary = summarize(rows)
+    for group in summary:
+        print(group)
+    write_json(args.out, {"command": command_line(), "machine": machine(), "summary": summary, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
