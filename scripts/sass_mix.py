@@ -9,7 +9,8 @@ CUDA the builder ships compiled with nvcc as TVM compiles it, ptxas's registers,
 loop (the largest backward branch), the smallest distance in HMMA instructions between two that
 write the same accumulator registers, and the write-back's global stores. Each record also has its
 warp layout and per-warp fragment tile, read from MultiLevelTilingTensorCore's first two tile
-decisions (``[block, block, warps, serial, inner]``). Summary: per (warps, fragments per warp), the
+decisions (``[block, block, warps, serial, inner]``). ``--min-blocks N`` compiles each kernel with
+``__launch_bounds__(threads, N)``, to see what ptxas does with that hint. Summary: per (warps, fragments per warp), the
 measured and estimated latencies. It asks whether the code tells apart records the analyzer ties
 (docs/analyzer.md, "Warp tiles the code does not tell apart"); no GPU is needed.
 """
@@ -85,13 +86,21 @@ def warp_tile(trace) -> dict:
             "inner_fragments": f"{m[4]}x{n[4]}", "tiles": [list(t) for t in tiles]}
 
 
-def describe(record, sch, measured: float, estimate, cuda_bin: str) -> dict:
+def with_min_blocks(source: str, min_blocks: int) -> str:
+    """``source`` with each ``__launch_bounds__(threads)`` given a minimum of resident blocks per SM,
+    the hint that lets ptxas plan its registers for that many blocks instead of its own guess."""
+    if not min_blocks:
+        return source
+    return re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {min_blocks})", source)
+
+
+def describe(record, sch, measured: float, estimate, cuda_bin: str, min_blocks: int = 0) -> dict:
     from ms_pruner.analysis import geometry_name, kernel_geometry, operand_fetch_bytes
     from ms_pruner.builder.cuda_binary import compile_cuda_to_cubin
     from ms_pruner.builder.worker import cuda_sources
 
-    instructions, registers = read_cubin(compile_cuda_to_cubin(cuda_sources(sch.mod, record.target)[0],
-                                                               record.target), cuda_bin)
+    source = with_min_blocks(cuda_sources(sch.mod, record.target)[0], min_blocks)
+    instructions, registers = read_cubin(compile_cuda_to_cubin(source, record.target), cuda_bin)
     loop = main_loop(instructions)
     stores = collections.Counter(op for _, op, _ in instructions if op.startswith("STG"))
     return {"measured_us": measured * 1e6, "estimate_us": estimate.latency_s * 1e6,
@@ -124,6 +133,8 @@ def main() -> None:
     parser.add_argument("--db", action="append", required=True, help="a run's work dir (a JSON database)")
     parser.add_argument("--geometry", default="", help="only records whose kernel geometry name contains this")
     parser.add_argument("--cuda-bin", default="", help="folder with cuobjdump and nvdisasm, if not on PATH")
+    parser.add_argument("--min-blocks", type=int, default=0,
+                        help="compile with __launch_bounds__(threads, N) instead of TVM's __launch_bounds__(threads)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
@@ -135,7 +146,7 @@ def main() -> None:
             sch = replay_record(record)
             estimate = StaticAnalyzer.for_target(record.target).estimate(sch)
             if args.geometry in geometry_name(kernel_geometry(estimate.features)):
-                row = describe(record, sch, measured, estimate, args.cuda_bin)
+                row = describe(record, sch, measured, estimate, args.cuda_bin, args.min_blocks)
                 rows.append(dict(row, db=os.path.normpath(path), record=index))
     summary = summarize(rows)
     for group in summary:

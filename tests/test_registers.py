@@ -143,11 +143,11 @@ SASS = """
 def test_sass_mix_reads_the_main_loop_and_its_dependent_hmmas():
     """scripts/sass_mix.py: the main loop is the span of the largest backward branch (the
     predicated one here; the exit's self-branch is not a loop), and the closest two HMMAs writing
-    the same accumulator are two apart."""
+    the same accumulator are two apart; ``--min-blocks`` adds its hint to every launch bound."""
     import sys
 
     sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
-    from sass_mix import hmma_min_distance, main_loop, parse_sass
+    from sass_mix import hmma_min_distance, main_loop, parse_sass, with_min_blocks
 
     instructions = parse_sass(SASS)
     assert [op for _, op, _ in instructions][:2] == ["LDC", "LDSM.16.M88.4"] and len(instructions) == 10
@@ -155,3 +155,6 @@ def test_sass_mix_reads_the_main_loop_and_its_dependent_hmmas():
     assert [op.split(".")[0] for _, op, _ in loop] == ["LDSM", "HMMA", "HMMA", "HMMA", "HMMA", "BRA"]
     assert hmma_min_distance(loop) == 2
     assert hmma_min_distance(loop[:3]) is None
+    header = 'extern "C" __global__ void __launch_bounds__(128) main_kernel(half* __restrict__ A_ptr'
+    assert with_min_blocks(header, 2) == header.replace("__launch_bounds__(128)", "__launch_bounds__(128, 2)")
+    assert with_min_blocks(header, 0) == header
