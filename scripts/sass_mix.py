@@ -13,6 +13,11 @@ decisions (``[block, block, warps, serial, inner]``). ``--min-blocks N`` compile
 ``__launch_bounds__(threads, N)``, to see what ptxas does with that hint. Summary: per (warps, fragments per warp), the
 measured and estimated latencies. It asks whether the code tells apart records the analyzer ties
 (docs/analyzer.md, "Warp tiles the code does not tell apart"); no GPU is needed.
+
+    python scripts/sass_mix.py --read FILE [--geometry SUBSTRING] [--target-us US]
+
+prints an earlier ``--out`` file's records as a Markdown table by warp layout, fragments a warp,
+fetch widths and how the warp's fragments are looped (``arrangement``), without compiling anything.
 """
 
 import argparse
@@ -86,6 +91,40 @@ def warp_tile(trace) -> dict:
             "inner_fragments": f"{m[4]}x{n[4]}", "tiles": [list(t) for t in tiles]}
 
 
+def arrangement(tiles: list) -> str:
+    """How a warp's fragments are split between the serial loop outside the innermost reduction and
+    the inner loop under it, per spatial dimension (``i SxI, j SxI``): arrangements of one warp tile
+    that the analyzer estimates alike, told apart from ``tiles`` (``warp_tile``'s)."""
+    m, n = tiles[0], tiles[1]
+    return f"i {m[3]}x{m[4]}, j {n[3]}x{n[4]}"
+
+
+def arrangement_table(rows: list, geometry: str = "", target_us: float = 0.0) -> str:
+    """Markdown: the records of geometries containing ``geometry`` by (warp layout, fragments a warp,
+    A/B fetch bytes, arrangement), with their measured latencies, how many are at or below
+    ``target_us`` (when given) and ptxas's registers; fetch widths first, so that arrangements of one
+    fetch variant sit together."""
+    groups = collections.defaultdict(list)
+    for row in rows:
+        if geometry in row["geometry"] and row.get("tiles"):
+            key = (row["geometry"], row["warps"], row["fragments_per_warp"], tuple(row["fetch_bytes"]),
+                   arrangement(row["tiles"]))
+            groups[key].append(row)
+    head = "| geometry | warps | fragments a warp | A/B fetch bytes | arrangement | records | best / median us |"
+    head += f" at or below {target_us:g} us |" if target_us else ""
+    lines = [head + " ptxas registers |", "|" + " --- |" * head.count("|")]
+    for key in sorted(groups):
+        measured = sorted(r["measured_us"] for r in groups[key])
+        registers = sorted({r["registers"] for r in groups[key]})
+        cells = [key[0], key[1], key[2], "/".join(map(str, key[3])), key[4], str(len(measured)),
+                 f"{measured[0]:.1f} / {statistics.median(measured):.1f}"]
+        if target_us:
+            cells.append(str(sum(us <= target_us for us in measured)))
+        cells.append(f"{registers[0]}-{registers[-1]}" if len(registers) > 1 else str(registers[0]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def with_min_blocks(source: str, min_blocks: int) -> str:
     """``source`` with each ``__launch_bounds__(threads)`` given a minimum of resident blocks per SM,
     the hint that lets ptxas plan its registers for that many blocks instead of its own guess."""
@@ -130,13 +169,23 @@ def summarize(rows: list) -> list:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--db", action="append", required=True, help="a run's work dir (a JSON database)")
+    parser.add_argument("--db", action="append", default=[], help="a run's work dir (a JSON database)")
     parser.add_argument("--geometry", default="", help="only records whose kernel geometry name contains this")
     parser.add_argument("--cuda-bin", default="", help="folder with cuobjdump and nvdisasm, if not on PATH")
     parser.add_argument("--min-blocks", type=int, default=0,
                         help="compile with __launch_bounds__(threads, N) instead of TVM's __launch_bounds__(threads)")
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--read", default=None,
+                        help="print an earlier --out file's records by warp arrangement (arrangement_table) and stop")
+    parser.add_argument("--target-us", type=float, default=0.0,
+                        help="with --read: count the records at or below this latency")
     args = parser.parse_args()
+    if args.read:
+        from _common import read_json
+        sys.stdout.write(arrangement_table(read_json(args.read)["rows"], args.geometry, args.target_us))
+        return
+    if not args.out:
+        parser.error("--out is required unless --read is given")
 
     from ms_pruner.analysis import StaticAnalyzer, geometry_name, kernel_geometry, replay_record
 

@@ -158,3 +158,27 @@ def test_sass_mix_reads_the_main_loop_and_its_dependent_hmmas():
     header = 'extern "C" __global__ void __launch_bounds__(128) main_kernel(half* __restrict__ A_ptr'
     assert with_min_blocks(header, 2) == header.replace("__launch_bounds__(128)", "__launch_bounds__(128, 2)")
     assert with_min_blocks(header, 0) == header
+
+
+def test_sass_mix_tables_records_by_how_a_warp_loops_its_fragments():
+    """``sass_mix.py --read``: records of one warp tile and fetch variant are told apart by how the
+    tile's last two levels split the fragments (``i 1x4, j 2x2``), counted against the target."""
+    import sys
+
+    sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
+    from sass_mix import arrangement, arrangement_table
+
+    def row(us, tiles, registers, fetch=(16, 8), geometry="grid 1024 x 128 thr"):
+        return {"geometry": geometry, "warps": "2x2", "fragments_per_warp": "4x4", "fetch_bytes": list(fetch),
+                "tiles": tiles, "measured_us": us, "registers": registers}
+
+    fast, plain = [[8, 4, 2, 1, 4], [8, 4, 2, 2, 2], [64, 1, 4]], [[8, 4, 2, 1, 4], [8, 4, 2, 1, 4], [64, 1, 4]]
+    assert arrangement(fast) == "i 1x4, j 2x2" and arrangement(plain) == "i 1x4, j 1x4"
+    rows = [row(422.0, fast, 230), row(443.6, plain, 244), row(449.0, plain, 246),
+            row(500.0, plain, 255, geometry="grid 2048 x 64 thr")]
+    table = arrangement_table(rows, "1024 x 128", 442.1).splitlines()
+    assert table[0].count("|") == table[1].count("|") == 10 and "at or below 442.1 us" in table[0]
+    assert len(table) == 4
+    assert table[2] == "| grid 1024 x 128 thr | 2x2 | 4x4 | 16/8 | i 1x4, j 1x4 | 2 | 443.6 / 446.3 | 0 | 244-246 |"
+    assert table[3] == "| grid 1024 x 128 thr | 2x2 | 4x4 | 16/8 | i 1x4, j 2x2 | 1 | 422.0 / 422.0 | 1 | 230 |"
+    assert "at or below" not in arrangement_table(rows)
