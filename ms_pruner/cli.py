@@ -10,7 +10,7 @@ import re
 import sys
 from typing import List, Optional
 
-from .errors import UserError
+from .errors import UserError, require_positive
 from .tuning.interrupt import TimeLimitReached, set_time_limit
 
 DEFAULT_GPU_WORKLOAD = "matmul:4096x4096x4096:float16:float32"
@@ -181,6 +181,8 @@ def cmd_compare(args) -> int:
 
     if not args.workload and not args.suite:
         raise UserError("compare needs --workload SPEC (repeatable) or --suite NAME")
+    require_positive("--trials", args.trials)
+    require_positive("--per-iter", args.per_iter)
     workloads = [parse_workload(w) for w in args.workload] + (get_suite(args.suite) if args.suite else [])
     if args.pretrained:
         from .cost_model import read_model_file
@@ -368,8 +370,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.argv = argv
     try:
         if getattr(args, "time_limit", None) is not None:
-            if args.time_limit <= 0:
-                raise UserError(f"--time-limit must be positive, got {args.time_limit:g}")
+            require_positive("--time-limit", args.time_limit)
             set_time_limit(args.time_limit)
         return int(args.func(args) or 0)
     except UserError as err:

@@ -107,6 +107,19 @@ def test_bad_input_is_one_line(capsys, tmp_path):
     assert "remeasure needs --db WORK_DIR or --compare OUT_DIR" in capsys.readouterr().err
 
 
+def test_a_round_size_below_one_is_refused_before_anything_is_written(capsys, tmp_path):
+    """``--per-iter`` 0 or negative is one line, for tune and compare alike, and leaves no work dir
+    or comparison behind (a comparison's settings, once written, bind the later calls into it)."""
+    work_dir, out = tmp_path / "work", tmp_path / "out"
+    assert main(["tune", SPEC, "--target", "llvm", "--trials", "4", "--per-iter", "-3",
+                 "--work-dir", str(work_dir)]) == 2
+    assert capsys.readouterr().err.strip() == "ms-pruner: error: --per-iter must be positive, got -3"
+    assert main(["compare", "--workload", SPEC, "--target", "llvm", "--trials", "4", "--per-iter", "0",
+                 "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip() == "ms-pruner: error: --per-iter must be positive, got 0"
+    assert not work_dir.exists() and not out.exists()
+
+
 def test_compare_merges_runs_made_one_strategy_at_a_time(tmp_path, capsys):
     out = str(tmp_path / "cmp")
     common = ["compare", "--workload", "matmul:64x64x64:float32:float32", "--target", "llvm", "--trials", "8",

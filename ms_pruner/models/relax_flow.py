@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import UserError, require_positive
 from ..intrinsics import register_tensor_intrinsics
 
 
@@ -79,6 +79,8 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     from ..tuning.driver import instrumented_session, search_components
     from ..tuning.records import open_database
 
+    require_positive("--trials", max_trials_global)
+    require_positive("--per-iter", num_trials_per_iter)
     if isinstance(target, str):
         from ..hardware import resolve_target
 

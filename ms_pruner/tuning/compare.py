@@ -14,7 +14,7 @@ import os
 import time
 from typing import Dict, List, Optional
 
-from ..errors import UserError
+from ..errors import UserError, require_positive
 from .driver import tune_tir
 from .instrument import continues_batch
 from .reference import reference_latency
@@ -135,6 +135,8 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
     """
     if "moa" in strategies and not pretrained:
         raise UserError("comparing moa needs --pretrained MODEL")
+    require_positive("--trials", trials)
+    require_positive("--per-iter", per_iter)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     previous = previous or {}
     report = dict(comparison_settings(choice, trials, per_iter, seed, builder),

@@ -8,7 +8,7 @@ import os
 import time
 from typing import List, Optional
 
-from ..errors import UserError
+from ..errors import UserError, require_positive
 from .records import best_record, mean_latency, open_database, records_for, workload_flops
 from .resume import resume_point, warmed_cost_model, workload_tag
 
@@ -197,8 +197,8 @@ def tune_tir(
     from .instrument import batch_seconds
     from .interrupt import stop_unless_time_for
 
-    if max_trials <= 0:
-        raise UserError(f"--trials must be positive, got {max_trials}")
+    require_positive("--trials", max_trials)
+    require_positive("--per-iter", num_trials_per_iter)
     workload = normalized_mod(mod)
     os.makedirs(work_dir, exist_ok=True)
     database = open_database(work_dir, create=True)

@@ -11,7 +11,7 @@ import dataclasses
 import statistics
 from typing import List, Optional
 
-from ..errors import UserError
+from ..errors import UserError, require_positive
 from .records import is_valid, mean_latency, open_database, records_for
 
 
@@ -31,8 +31,7 @@ class Remeasured:
 
 def best_records(work_dir: str, target, top: int) -> List:
     """The ``top`` fastest valid records of ``work_dir`` tuned for ``target``."""
-    if top <= 0:
-        raise UserError(f"--top must be positive, got {top}")
+    require_positive("--top", top)
     records = [r for r in records_for(open_database(work_dir), target=target) if is_valid(r)]
     if not records:
         raise UserError(f"'{work_dir}' holds no valid record for target {target}")
