@@ -10,7 +10,7 @@ import re
 import sys
 from typing import List, Optional
 
-from .errors import UserError, require_positive
+from .errors import MAX_SEED, UserError, require_positive
 from .tuning.interrupt import TimeLimitReached, set_time_limit
 
 DEFAULT_GPU_WORKLOAD = "matmul:4096x4096x4096:float16:float32"
@@ -263,6 +263,17 @@ def _add_time_limit(parser) -> None:
                              "(exit status 124); the work dir keeps every record and rerunning resumes")
 
 
+def seed_value(text: str) -> int:
+    """``--seed``: the random seeds TVM's and numpy's generators take (0 to 2**32 - 1)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= seed <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be from 0 to {MAX_SEED}, got {seed}")
+    return seed
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ms-pruner", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -276,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--trials", type=int, default=64, help="total trials in the work dir")
     tune.add_argument("--strategy", default="pruner", help="pruner | moa | stock | replay (random)")
     tune.add_argument("--work-dir", default=None)
-    tune.add_argument("--seed", type=int, default=None)
+    tune.add_argument("--seed", type=seed_value, default=None)
     tune.add_argument("--builder", default="pruner", help="pruner (ours) | stock (MetaSchedule's)")
     tune.add_argument("--per-iter", type=int, default=64, help="trials measured per round")
     tune.add_argument("--pretrained", default=None, help="pretrained PaCM model (ms-pruner train) for MoA")
@@ -299,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--db", required=True)
     evaluate.add_argument("--models", default="pacm,xgb", help="comma list of pacm, xgb, xgb-trained")
     evaluate.add_argument("--train-frac", type=float, default=0.5)
-    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--seed", type=seed_value, default=0)
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(func=cmd_evaluate_model)
 
@@ -308,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", required=True, help="model file to write")
     train.add_argument("--epochs", type=int, default=200)
     train.add_argument("--time-budget", type=float, default=300.0, help="seconds")
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--seed", type=seed_value, default=0)
     train.set_defaults(func=cmd_train)
 
     compare = sub.add_parser("compare", help="stock MetaSchedule vs Pruner (vs MoA), same trials and seed")
@@ -321,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--strategies", default="stock,pruner", help="comma list of stock, pruner, moa")
     compare.add_argument("--pretrained", default=None, help="PaCM model for moa")
     compare.add_argument("--builder", default="pruner")
-    compare.add_argument("--seed", type=int, default=0)
+    compare.add_argument("--seed", type=seed_value, default=0)
     compare.add_argument("--out", required=True, help="directory for compare.json/.md/.png and work dirs")
     compare.add_argument("--no-progress", action="store_true")
     _add_time_limit(compare)
@@ -339,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--pretrained", default=None)
     model.add_argument("--dtype", default=None, help="float16 | float32 (default: the model's)")
     model.add_argument("--work-dir", default=None)
-    model.add_argument("--seed", type=int, default=0)
+    model.add_argument("--seed", type=seed_value, default=0)
     model.add_argument("--torch-compile", action=argparse.BooleanOptionalAction, default=True,
                        help="also time torch.compile (skipped with --no-torch-compile)")
     model.add_argument("--no-progress", action="store_true")

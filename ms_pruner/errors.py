@@ -1,6 +1,10 @@
 """The one exception type that the CLI turns into a single-line message."""
 
 
+# The largest seed numpy's and MetaSchedule's random generators accept.
+MAX_SEED = 2**32 - 1
+
+
 class UserError(Exception):
     """Bad input or an unusable environment, reported to the user as one line (no traceback)."""
 
@@ -9,3 +13,9 @@ def require_positive(option: str, value) -> None:
     """A count or limit the user gave (``--trials``, ``--per-iter``, ...) that must be above zero."""
     if value <= 0:
         raise UserError(f"{option} must be positive, got {value:g}")
+
+
+def require_seed(seed) -> None:
+    """A seed the random generators accept, or None (a random one)."""
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise UserError(f"--seed must be from 0 to {MAX_SEED}, got {seed}")

@@ -117,7 +117,29 @@ def test_a_round_size_below_one_is_refused_before_anything_is_written(capsys, tm
     assert main(["compare", "--workload", SPEC, "--target", "llvm", "--trials", "4", "--per-iter", "0",
                  "--out", str(out)]) == 2
     assert capsys.readouterr().err.strip() == "ms-pruner: error: --per-iter must be positive, got 0"
+    assert main(["compare", "--workload", SPEC, "--target", "llvm", "--trials", "4", "--strategies", "pruner,foo",
+                 "--out", str(out)]) == 2
+    assert "unknown strategy 'foo'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["tune", SPEC, "--target", "llvm", "--seed", "-1", "--work-dir", str(work_dir)])
+    assert exited.value.code == 2 and "argument --seed: must be from 0 to 4294967295, got -1" in capsys.readouterr().err
     assert not work_dir.exists() and not out.exists()
+
+
+def test_the_python_api_refuses_a_bad_strategy_or_seed_before_making_the_work_dir(tmp_path):
+    """``ms_pruner.tune_tir`` checks what it is asked for before it creates anything (an unknown
+    strategy used to leave an empty database behind, a negative seed a traceback from inside TVM)."""
+    from ms_pruner import tune_tir
+    from ms_pruner.errors import UserError
+    from ms_pruner.workloads import parse_workload
+
+    mod = parse_workload(SPEC).prim_func()
+    for kwargs, message in (({"strategy": "foo"}, "unknown strategy 'foo'"),
+                            ({"seed": -1}, "--seed must be from 0 to 4294967295, got -1"),
+                            ({"strategy": "moa"}, "--strategy moa needs --pretrained MODEL")):
+        with pytest.raises(UserError, match=message):
+            tune_tir(mod, "llvm", str(tmp_path / "work"), 4, **kwargs)
+    assert not (tmp_path / "work").exists()
 
 
 def test_compare_merges_runs_made_one_strategy_at_a_time(tmp_path, capsys):

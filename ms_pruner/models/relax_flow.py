@@ -76,11 +76,12 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     from tvm.s_tir import meta_schedule as ms
 
     from ..builder import cuda_compile_scope
-    from ..tuning.driver import instrumented_session, search_components
+    from ..tuning.driver import check_search, instrumented_session, search_components
     from ..tuning.records import open_database
 
     require_positive("--trials", max_trials_global)
     require_positive("--per-iter", num_trials_per_iter)
+    check_search(strategy, pretrained, seed)
     if isinstance(target, str):
         from ..hardware import resolve_target
 

@@ -15,7 +15,7 @@ import time
 from typing import Dict, List, Optional
 
 from ..errors import UserError, require_positive
-from .driver import tune_tir
+from .driver import check_search, tune_tir
 from .instrument import continues_batch
 from .reference import reference_latency
 
@@ -137,6 +137,8 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
         raise UserError("comparing moa needs --pretrained MODEL")
     require_positive("--trials", trials)
     require_positive("--per-iter", per_iter)
+    for strategy in strategies:
+        check_search(strategy, pretrained, seed)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     previous = previous or {}
     report = dict(comparison_settings(choice, trials, per_iter, seed, builder),

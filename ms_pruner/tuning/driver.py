@@ -8,7 +8,7 @@ import os
 import time
 from typing import List, Optional
 
-from ..errors import UserError, require_positive
+from ..errors import UserError, require_positive, require_seed
 from .records import best_record, mean_latency, open_database, records_for, workload_flops
 from .resume import resume_point, warmed_cost_model, workload_tag
 
@@ -36,6 +36,21 @@ class TuneResult:
         return self.flops / self.best_latency_s / 1e12 if self.best_latency_s else None
 
 
+def check_search(strategy: str, pretrained: Optional[str] = None, seed: Optional[int] = None,
+                 cost_model: Optional[str] = None) -> None:
+    """The choices ``search_components`` takes, checked before anything is created or tuned: an
+    unknown name, a seed the generators refuse, or MoA without a model is one UserError line."""
+    if strategy not in STRATEGIES:
+        raise UserError(f"unknown strategy '{strategy}'; choose one of {', '.join(STRATEGIES)}")
+    if cost_model not in (None, "xgb", "pacm"):
+        raise UserError(f"unknown cost model '{cost_model}'; choose xgb or pacm")
+    require_seed(seed)
+    if strategy == "moa" and not pretrained:
+        raise UserError("--strategy moa needs --pretrained MODEL (make one with 'ms-pruner train')")
+    if strategy in ("pruner", "moa") and cost_model == "xgb":
+        raise UserError(f"--strategy {strategy} verifies with PaCM; drop --cost-model xgb")
+
+
 def search_components(strategy: str, target, pretrained: Optional[str] = None, seed: Optional[int] = None,
                       cost_model: Optional[str] = None):
     """(search strategy, cost model) for MetaSchedule, by strategy name.
@@ -47,10 +62,7 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
     """
     from ..cost_model import PaCM
 
-    if strategy not in STRATEGIES:
-        raise UserError(f"unknown strategy '{strategy}'; choose one of {', '.join(STRATEGIES)}")
-    if cost_model not in (None, "xgb", "pacm"):
-        raise UserError(f"unknown cost model '{cost_model}'; choose xgb or pacm")
+    check_search(strategy, pretrained, seed, cost_model)
     model_seed = seed or 0
     if strategy == "replay":  # uniform random candidates: for measuring datasets, not for tuning
         return "replay-trace", "random"
@@ -61,10 +73,6 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
         return "evolutionary", "xgb"
     from ..search import PrunerSearch
 
-    if strategy == "moa" and not pretrained:
-        raise UserError("--strategy moa needs --pretrained MODEL (make one with 'ms-pruner train')")
-    if cost_model == "xgb":
-        raise UserError(f"--strategy {strategy} verifies with PaCM; drop --cost-model xgb")
     model = PaCM(pretrained=pretrained, momentum=MOA_MOMENTUM if strategy == "moa" else None, seed=model_seed)
     return PrunerSearch(seed=model_seed), model
 
@@ -199,6 +207,9 @@ def tune_tir(
 
     require_positive("--trials", max_trials)
     require_positive("--per-iter", num_trials_per_iter)
+    if search is None:
+        check_search(strategy, pretrained, seed, cost_model)
+    require_seed(seed)
     workload = normalized_mod(mod)
     os.makedirs(work_dir, exist_ok=True)
     database = open_database(work_dir, create=True)
