@@ -17,6 +17,10 @@ measured. Estimates are not measurements: this shows where the draft goes, not h
 does the same for a workload without a measured database; the scale is then the analyzer's
 estimates of ``--random`` uniform samples of the design space (what a round with no guidance
 would measure).
+
+With ``--db`` and ``--target-us``, each run also reads its picks against the databases' records:
+by shape (geometry and fetch widths: ``shape_hit_odds``) and, one level finer, by how each pick's
+warp loops its fragments (``arrangement_hit_odds``, docs/analyzer.md "Within one warp tile").
 """
 
 import argparse
@@ -68,8 +72,9 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
     geometries = collections.Counter(pick_geometries)
     checks = _register_checks(picks, estimates, target, analyzer) if ptxas else [None] * len(picks)
     shapes = collections.defaultdict(list)
-    for e, geometry, check in zip(estimates, pick_geometries, checks):
-        shapes[geometry_name(geometry), operand_fetch_bytes(e.features)].append((e.latency_s * 1e6, check))
+    for pick, e, geometry, check in zip(picks, estimates, pick_geometries, checks):
+        shapes[geometry_name(geometry), operand_fetch_bytes(e.features)].append(
+            (e.latency_s * 1e6, check, warp_arrangement(pick.sch.trace)))
     return {"generations": generations, "population": population, "selection_power": power, "seed": seed,
             "params": params,
             "search_s": seconds, "split": strategy.timings[-1],
@@ -116,10 +121,43 @@ def shape_hit_odds(shapes: list, hits_by_shape: dict) -> dict:
             "chance_of_a_pick_at_target": round(1.0 - miss, 3)}
 
 
+def warp_arrangement(trace):
+    """How a tensor-core tiling loops its warp's fragments (``sass_mix.arrangement``), or None for a
+    trace without MultiLevelTilingTensorCore's two five-level spatial splits."""
+    from sass_mix import arrangement
+
+    from ms_pruner.search import tile_decisions
+
+    tiles = tile_decisions(trace)
+    return arrangement(tiles) if len(tiles) >= 2 and len(tiles[0]) == len(tiles[1]) == 5 else None
+
+
+def arrangement_hit_odds(shapes: list, hits_by_shape: dict, hits_by_arrangement: dict, prior: float) -> dict:
+    """``shape_hit_odds`` one level finer: each pick fares as the records of its shape *and* warp
+    arrangement did, their rate drawn toward the shape's by ``prior`` pseudo-records (a cell of one
+    record would otherwise count as a certain hit or a certain miss); arrangements the databases
+    never measured in that shape fare as the shape."""
+    expected, miss = 0.0, 1.0
+    for shape in shapes:
+        key = _shape_key(shape["geometry"], shape["fetch_bytes"])
+        row = hits_by_shape.get(key)
+        if not row:
+            continue
+        base = row["at_or_below_target"] / row["records"]
+        for name, picks in shape.get("arrangements", {}).items():
+            cell = hits_by_arrangement.get(f"{key} | {name}", {"records": 0, "at_or_below_target": 0})
+            rate = (cell["at_or_below_target"] + prior * base) / (cell["records"] + prior)
+            expected += picks * rate
+            miss *= (1.0 - rate) ** picks
+    return {"arrangement_prior": prior, "expected_picks_at_target_by_arrangement": round(expected, 3),
+            "chance_of_a_pick_at_target_by_arrangement": round(1.0 - miss, 3)}
+
+
 def _shape_row(geometry: str, fetch: tuple, picks: list) -> dict:
     row = {"geometry": geometry, "fetch_bytes": list(fetch), "picks": len(picks),
-           "best_estimate_us": min(us for us, _ in picks)}
-    checks = [c for _, c in picks if c is not None]
+           "best_estimate_us": min(us for us, _, _ in picks),
+           "arrangements": dict(collections.Counter(a for _, _, a in picks if a is not None))}
+    checks = [c for _, c, _ in picks if c is not None]
     if checks:
         row["regs_estimate"] = checks[0].regs_estimate
         row["regs_ptxas"] = [min(c.regs_ptxas for c in checks), max(c.regs_ptxas for c in checks)]
@@ -137,10 +175,11 @@ def database_reference(paths, analyzer, target_us=None) -> dict:
     from ms_pruner.cost_model.evaluate import load_measured
     from ms_pruner.analysis import geometry_name, has_narrow_fetch, kernel_geometry, operand_fetch_bytes
 
-    measured = []
+    measured, arrangements = [], []
     for path in paths:
         _, schedules, latency = load_measured(path)
         measured.extend((lat, analyzer.estimate(s)) for lat, s in zip(latency, schedules))
+        arrangements.extend(warp_arrangement(s.trace) for s in schedules)
     best_latency, best_estimate = min(measured, key=lambda m: m[0])
     best_family = _family(best_estimate)
     measured_families, by_fetch, by_geometry, by_width = (collections.defaultdict(list) for _ in range(4))
@@ -173,17 +212,23 @@ def database_reference(paths, analyzer, target_us=None) -> dict:
                      for k in by_geometry for wide, narrow in [(by_width[k, False], by_width[k, True])]
                      if wide and narrow), key=lambda g: g["best_wide_us"])}
     if target_us is not None:
-        shapes = collections.defaultdict(list)
-        for lat, est in measured:
+        shapes, cells = collections.defaultdict(list), collections.defaultdict(list)
+        for (lat, est), name in zip(measured, arrangements):
             if est.valid and np.isfinite(lat):
                 key = _shape_key(geometry_name(kernel_geometry(est.features)), operand_fetch_bytes(est.features))
                 shapes[key].append((lat * 1e6, est.latency_s * 1e6))
+                if name is not None:
+                    cells[f"{key} | {name}"].append((lat * 1e6, est.latency_s * 1e6))
+
+        def hits(groups) -> dict:
+            return {key: {"records": len(rows), "at_or_below_target": int(sum(us <= target_us for us, _ in rows)),
+                          "best_us": min(rows)[0], "median_us": float(np.median([us for us, _ in rows])),
+                          "best_estimate_us": min(e for _, e in rows)}
+                    for key, rows in sorted(groups.items(), key=lambda kv: min(kv[1])[0])}
+
         reference["target_us"] = target_us
-        reference["hits_by_shape"] = {
-            key: {"records": len(rows), "at_or_below_target": int(sum(us <= target_us for us, _ in rows)),
-                  "best_us": min(rows)[0], "median_us": float(np.median([us for us, _ in rows])),
-                  "best_estimate_us": min(e for _, e in rows)}
-            for key, rows in sorted(shapes.items(), key=lambda kv: min(kv[1])[0])}
+        reference["hits_by_shape"] = hits(shapes)
+        reference["hits_by_arrangement"] = hits(cells)
     print(f"database best {reference['best_measured_us']:.1f} us measured, {reference['best_estimate_us']:.1f} us "
           f"estimated ({reference['best_family']})")
     return reference
@@ -237,6 +282,9 @@ def main() -> int:
                              "categorical_mutate_prob=0")
     add_workload_arguments(parser)
     parser.add_argument("--random", type=int, default=128, help="random samples for --workload's scale")
+    parser.add_argument("--arrangement-prior", type=float, default=2.0,
+                        help="with --target-us: pseudo-records that draw a (shape, warp arrangement) cell's hit "
+                             "rate toward its shape's (arrangement_hit_odds)")
     parser.add_argument("--ptxas", action="store_true",
                         help="compile every pick with nvcc and hold the analyzer's registers against ptxas's")
     args = parser.parse_args()
@@ -277,8 +325,12 @@ def main() -> int:
                           f"{run['picks_in_best_family']} in its family")
                 if "hits_by_shape" in reference:
                     run.update(shape_hit_odds(run["picks_by_shape"], reference["hits_by_shape"]))
+                    run.update(arrangement_hit_odds(run["picks_by_shape"], reference["hits_by_shape"],
+                                                    reference["hits_by_arrangement"], args.arrangement_prior))
                     versus += (f"; {run['expected_picks_at_target']} picks expected at {args.target_us:g} us "
-                               f"(chance of one {run['chance_of_a_pick_at_target']})")
+                               f"(chance of one {run['chance_of_a_pick_at_target']}; by warp arrangement "
+                               f"{run['expected_picks_at_target_by_arrangement']}, "
+                               f"{run['chance_of_a_pick_at_target_by_arrangement']})")
             else:
                 scale = reference["random_estimate_us"]
                 run["picks_below_random_min"] = int((picks < scale["min"]).sum()) if scale else 0

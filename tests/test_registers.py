@@ -182,3 +182,22 @@ def test_sass_mix_tables_records_by_how_a_warp_loops_its_fragments():
     assert table[2] == "| grid 1024 x 128 thr | 2x2 | 4x4 | 16/8 | i 1x4, j 1x4 | 2 | 443.6 / 446.3 | 0 | 244-246 |"
     assert table[3] == "| grid 1024 x 128 thr | 2x2 | 4x4 | 16/8 | i 1x4, j 2x2 | 1 | 422.0 / 422.0 | 1 | 230 |"
     assert "at or below" not in arrangement_table(rows)
+
+
+def test_cold_round_odds_by_warp_arrangement_lean_on_the_shape_where_a_cell_is_thin():
+    """``bench_cold_round.arrangement_hit_odds``: a pick fares as its (shape, arrangement) cell,
+    drawn toward its shape's rate by the prior's pseudo-records; an unmeasured cell fares as the shape."""
+    import sys
+
+    sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
+    from bench_cold_round import arrangement_hit_odds
+
+    shape = {"geometry": "g", "fetch_bytes": [16, 8], "arrangements": {"i 1x4, j 2x2": 1, "i 4x1, j 1x4": 2}}
+    by_shape = {"g | 16/8 B": {"records": 10, "at_or_below_target": 1}}
+    cells = {"g | 16/8 B | i 1x4, j 2x2": {"records": 1, "at_or_below_target": 1}}
+    odds = arrangement_hit_odds([shape], by_shape, cells, prior=2.0)
+    fast, other = (1 + 2 * 0.1) / 3, 0.1
+    assert odds["expected_picks_at_target_by_arrangement"] == round(fast + 2 * other, 3)
+    assert odds["chance_of_a_pick_at_target_by_arrangement"] == round(1 - (1 - fast) * (1 - other) ** 2, 3)
+    assert arrangement_hit_odds([dict(shape, geometry="h")], by_shape, cells, 2.0)[
+        "expected_picks_at_target_by_arrangement"] == 0
