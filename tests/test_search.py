@@ -9,6 +9,7 @@ import numpy as np
 from ms_pruner.cli import main
 from ms_pruner.search.defaults import COLD_GENETIC_ITERS, COLD_SAMPLES, COLD_SELECTION_POWER, DEFAULTS
 from ms_pruner.workloads import parse_workload
+from conftest import H100_MM4096, needs_h100_data
 
 SPEC = "matmul:64x64x64:float32:float32"
 
@@ -620,6 +621,71 @@ def test_analyzer_climb_moves_tiles_only_and_improves_the_estimate(tensor_intrin
         assert [int(np.prod(t)) for t in tile_decisions(trace)] == [int(np.prod(t)) for t in tile_decisions(base)]
     assert min(latency(s) for s in visited) < latency(start)
     assert len({tile_decisions(s.trace.simplified(remove_postproc=True)) for s in visited}) == len(visited)
+
+
+def test_reshape_moves_keep_grid_warps_and_fragments_and_change_the_aspect(tensor_intrinsics):
+    """``climb.reshape_moves`` of a tensor-core sample: each changes both spatial tile splits, keeps
+    each split's product, keeps the product over both dimensions of each level group (grid, warps,
+    within a warp: so block count, threads and fragments a warp stay) while changing how a group is
+    shared between them, and keeps the innermost factor within its bound."""
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.climb import RESHAPE_GROUPS, reshape_moves
+
+    target = get_gpu_spec("h100").target()
+    space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
+
+    def group_products(factors):
+        return [int(np.prod([factors[level] for level in group])) for group in RESHAPE_GROUPS]
+
+    checked = valid = 0
+    for sample in space.sample(6, seed=3):
+        base = sample.trace.simplified(remove_postproc=True)
+        for (first, new_first), (second, new_second) in reshape_moves(base):
+            old = [[int(x) for x in base.decisions[inst]] for inst in (first, second)]
+            assert len(old[0]) == len(old[1]) == 5 and new_first != old[0] and new_second != old[1]
+            assert [int(np.prod(f)) for f in (new_first, new_second)] == [int(np.prod(f)) for f in old]
+            before = [a * b for a, b in zip(group_products(old[0]), group_products(old[1]))]
+            after = [a * b for a, b in zip(group_products(new_first), group_products(new_second))]
+            assert after == before and group_products(new_first) != group_products(old[0])
+            for inst, factors in ((first, new_first), (second, new_second)):
+                assert factors[-1] <= int(inst.attrs[1])
+            reshaped = base.with_decision(first, new_first, remove_postproc=True).with_decision(
+                second, new_second, remove_postproc=True)
+            valid += space.replay(reshaped, seed=1) is not None  # some break VerifyGPUCode: the climb drops them
+            checked += 1
+    assert checked > 0 and valid > 0
+
+
+@needs_h100_data
+def test_climb_reshapes_the_stock_runs_best_block_into_the_one_the_analyzer_ranks_first(tensor_intrinsics):
+    """From the shared H100 database's best record (a 64 x 256 block tile, 473.6 us measured) no
+    single tile move improves the estimate: each gives a smaller or a larger block. A reshape (a
+    factor out of one dimension's grid and into the other's) reaches the 128 x 128 block, the family
+    of this project's fastest H100 matmul records, and the climb goes on from there."""
+    import random
+
+    from ms_pruner.analysis import StaticAnalyzer, geometry_name, kernel_geometry, replay_record
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.climb import climb
+    from ms_pruner.tuning.records import mean_latency, records_in_file_order
+
+    best = min(records_in_file_order(H100_MM4096), key=mean_latency)
+    start = replay_record(best)
+    analyzer = StaticAnalyzer.for_target(best.target)
+    space = DesignSpace(best.workload.mod, best.target)
+
+    def latency(sch):
+        return analyzer.estimate(sch.mod).latency_s
+
+    def geometry(sch):
+        return geometry_name(kernel_geometry(analyzer.estimate(sch.mod).features))
+
+    assert geometry(start).endswith("operand tiles 8192+32768 B")
+    visited = climb(space, start, latency, steps=3, moves_per_step=24, rng=random.Random(0))
+    reached = min(visited, key=latency)
+    assert geometry(reached) == "grid 1024 x 128 thr, 16 acc frags, 64 trips, operand tiles 16384+16384 B"
+    assert latency(reached) < 0.9 * latency(start)
 
 
 def test_cold_climb_adds_the_wide_variants_of_several_members_of_a_geometry(tensor_intrinsics):

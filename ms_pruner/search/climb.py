@@ -8,10 +8,19 @@ then measured best (docs/results/h100). So from the best draft member of each of
 geometries, the climb moves one tile factor at a time (``droplet.neighbour_decisions``) to the
 neighbour the analyzer likes best, for a few steps; every valid schedule it visits joins the draft.
 Each visit is one replay with postprocessors (~40 ms on a tensor-core matmul) and one estimate.
+
+One tile-factor move changes one dimension's tile, so a climb can stall on a block of the wrong
+shape: from a 256 x 64 block tile, or from a 128 x 128 one split into 1 x 4 warps of 128 x 32, each
+single move leaves a kernel the analyzer likes less (a smaller or a larger block, twice or half the
+warps) and the climb stops short of the 128 x 128 block of 2 x 2 warps it ranks first. Where no
+single move improves, the climb tries the *reshapes* (``reshape_moves``): a factor moved between
+two levels of one dimension and back between the same levels of another, which keeps the grid, the
+warps and each warp's fragment count and changes only how they are shaped.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Callable, Dict, Hashable, List, Optional, Tuple
 
@@ -25,31 +34,81 @@ def tile_moves(trace) -> List:
             if inst.kind.name == "SamplePerfectTile"]
 
 
+# The levels of a five-level spatial tile split (MultiLevelTilingTensorCore's S0-S4) that a reshape
+# keeps the product of: the grid (blockIdx.y, blockIdx.x), the warps (threadIdx.y), within a warp.
+RESHAPE_GROUPS = ((0, 1), (2,), (3, 4))
+
+
+def _moved(factors: List[int], source: Tuple[int, ...], target: Tuple[int, ...], prime: int,
+           bound: int) -> Optional[List[int]]:
+    """``factors`` with ``prime`` moved from the innermost level of ``source`` it divides to the
+    innermost level of ``target`` that stays within the innermost bound; None if there is none."""
+    start = next((level for level in reversed(source) if factors[level] % prime == 0), None)
+    if start is None:
+        return None
+    for level in reversed(target):
+        new = list(factors)
+        new[start] //= prime
+        new[level] *= prime
+        if bound <= 0 or new[-1] <= bound:
+            return new
+    return None
+
+
+def reshape_moves(trace, prime: int = 2) -> List[Tuple[Tuple, Tuple]]:
+    """((instruction, decision), (instruction, decision)) pairs: ``prime`` moved from level group g
+    to level group h of one five-level spatial tile split and from h to g of another (``RESHAPE_GROUPS``;
+    within a group, its innermost level that allows it: one move per pair of splits and of groups).
+    Each group's product over the two dimensions stays, so grid size, warps a block and fragments a
+    warp stay; the block tile's or the warps' aspect changes."""
+    splits = [inst for inst in trace.insts if inst.kind.name == "SamplePerfectTile" and inst in trace.decisions
+              and len(trace.decisions[inst]) == 5]
+    moves = []
+    for first, second in itertools.permutations(splits, 2):
+        own = [[int(x) for x in trace.decisions[inst]] for inst in (first, second)]
+        bounds = [int(inst.attrs[1]) if len(inst.attrs) > 1 else -1 for inst in (first, second)]
+        for g, h in itertools.combinations(RESHAPE_GROUPS, 2):
+            new_first = _moved(own[0], g, h, prime, bounds[0])
+            new_second = _moved(own[1], h, g, prime, bounds[1])
+            if new_first is not None and new_second is not None:
+                moves.append(((first, new_first), (second, new_second)))
+    return moves
+
+
 def climb(space, start, latency: Callable, steps: int, moves_per_step: int, rng: random.Random) -> List:
     """Every valid schedule visited by a best-improvement climb from ``start``: each step replays up to
-    ``moves_per_step`` random tile moves of the current schedule and moves to the one with the lowest
-    ``latency(schedule)`` if it beats the current one; stops early at a local optimum. A tiling is
-    replayed once per climb: the start's and the ones already tried are skipped."""
+    ``moves_per_step`` random tile moves of the current schedule, and, when none of them beats it,
+    its reshapes (``reshape_moves``), and moves to the one with the lowest ``latency(schedule)`` if it
+    beats the current one; stops early at a local optimum. A tiling is replayed once per climb: the
+    start's and the ones already tried are skipped."""
     base = start.trace.simplified(remove_postproc=True)
     current = latency(start)
     visited, tilings = [], {tile_decisions(base)}
-    for _ in range(steps):
-        moves = tile_moves(base)
-        rng.shuffle(moves)
-        better = None
-        traces = []
-        for inst, decision in moves[:moves_per_step]:
-            trace = base.with_decision(inst, decision, remove_postproc=True)
+
+    def best_of(traces):
+        nonlocal current
+        fresh = []
+        for trace in traces:
             tiling = tile_decisions(trace)
-            if tiling in tilings:  # a step back, or a tiling an earlier step replayed
-                continue
-            tilings.add(tiling)
-            traces.append(trace)
-        for sch in space.replay_valid(traces, rng):
+            if tiling not in tilings:  # not a step back, nor a tiling an earlier step replayed
+                tilings.add(tiling)
+                fresh.append(trace)
+        better = None
+        for sch in space.replay_valid(fresh, rng) if fresh else []:
             visited.append(sch)
             estimate = latency(sch)
             if estimate < current:
                 better, current = sch, estimate
+        return better
+
+    for _ in range(steps):
+        moves = tile_moves(base)
+        rng.shuffle(moves)
+        better = best_of(base.with_decision(inst, decision, remove_postproc=True)
+                         for inst, decision in moves[:moves_per_step])
+        if better is None:
+            better = best_of(base.with_decision(a, da, remove_postproc=True).with_decision(b, db, remove_postproc=True)
+                             for (a, da), (b, db) in reshape_moves(base))
         if better is None:
             break
         base = better.trace.simplified(remove_postproc=True)
