@@ -1,4 +1,5 @@
-"""The one exception type that the CLI turns into a single-line message."""
+"""The one exception type that the CLI turns into a single-line message, and the checks of values
+a user gives that raise it."""
 
 
 # The largest seed numpy's and MetaSchedule's random generators accept.

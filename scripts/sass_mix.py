@@ -30,7 +30,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import command_line, machine, valid_records, write_json  # noqa: E402
+from _common import command_line, machine, read_json, valid_records, write_json  # noqa: E402
 
 _SASS_LINE = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)([^;]*);")
 _HMMA_DEST = re.compile(r"^\s*(R\d+),")
@@ -181,11 +181,10 @@ def main() -> None:
                         help="with --read: count the records at or below this latency")
     args = parser.parse_args()
     if args.read:
-        from _common import read_json
         sys.stdout.write(arrangement_table(read_json(args.read)["rows"], args.geometry, args.target_us))
         return
-    if not args.out:
-        parser.error("--out is required unless --read is given")
+    if not args.db or not args.out:
+        parser.error("--db and --out are required unless --read is given")
 
     from ms_pruner.analysis import StaticAnalyzer, geometry_name, kernel_geometry, replay_record
 

@@ -14,8 +14,8 @@ shape: from a 256 x 64 block tile, or from a 128 x 128 one split into 1 x 4 warp
 single move leaves a kernel the analyzer likes less (a smaller or a larger block, twice or half the
 warps) and the climb stops short of the 128 x 128 block of 2 x 2 warps it ranks first. Where no
 single move improves, the climb tries the *reshapes* (``reshape_moves``): a factor moved between
-two levels of one dimension and back between the same levels of another, which keeps the grid, the
-warps and each warp's fragment count and changes only how they are shaped.
+two level groups of one dimension and back between the same groups of another, which keeps the
+grid, the warps and each warp's fragment count and changes only how they are shaped.
 """
 
 from __future__ import annotations

@@ -209,7 +209,8 @@ def tune_tir(
     require_positive("--per-iter", num_trials_per_iter)
     if search is None:
         check_search(strategy, pretrained, seed, cost_model)
-    require_seed(seed)
+    else:
+        require_seed(seed)
     workload = normalized_mod(mod)
     os.makedirs(work_dir, exist_ok=True)
     database = open_database(work_dir, create=True)
