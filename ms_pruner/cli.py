@@ -181,8 +181,6 @@ def cmd_compare(args) -> int:
 
     if not args.workload and not args.suite:
         raise UserError("compare needs --workload SPEC (repeatable) or --suite NAME")
-    require_positive("--trials", args.trials)
-    require_positive("--per-iter", args.per_iter)
     workloads = [parse_workload(w) for w in args.workload] + (get_suite(args.suite) if args.suite else [])
     if args.pretrained:
         from .cost_model import read_model_file

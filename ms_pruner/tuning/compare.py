@@ -77,7 +77,10 @@ def summarize(runs: Dict[str, dict]) -> dict:
 
 
 def comparison_settings(choice, trials: int, per_iter: int, seed: int, builder: str) -> dict:
-    """What two comparisons must share for their runs to sit in one table."""
+    """What two comparisons must share for their runs to sit in one table (a trial count or round
+    size below one is refused here, before any comparison is read or written)."""
+    require_positive("--trials", trials)
+    require_positive("--per-iter", per_iter)
     return {"target": str(choice.target), "trials": trials, "per_iter": per_iter, "seed": seed, "builder": builder}
 
 
@@ -135,8 +138,6 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
     """
     if "moa" in strategies and not pretrained:
         raise UserError("comparing moa needs --pretrained MODEL")
-    require_positive("--trials", trials)
-    require_positive("--per-iter", per_iter)
     for strategy in strategies:
         check_search(strategy, pretrained, seed)
     stamp = time.strftime("%Y%m%d-%H%M%S")
