@@ -131,6 +131,17 @@ _CSE_VAR = re.compile(r"^\s*(?:const )?(?:int|int64_t|long) (cse_v\w+) = (.*);")
 _DIVISION = re.compile(r"[/%] (\d+)\)")
 
 
+def pick_register_checks(picks, estimates, target, analyzer) -> list:
+    """Each pick's (first) kernel against ptxas's report of it (``analysis.ptxas_checks``), or None."""
+    from ms_pruner.analysis import ptxas_checks
+
+    checks = []
+    for pick, estimate in zip(picks, estimates):
+        paired = ptxas_checks(pick.sch.mod, target, estimate, analyzer)
+        checks.append(paired[0] if paired else None)
+    return checks
+
+
 def valid_records(path: str):
     """(index, record, measured seconds) of each record of the run in ``path`` that built and ran,
     in measurement order, with the tensor intrinsics registered that its traces name."""

@@ -31,7 +31,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (H100_MM4096, add_workload_arguments, command_line, divides_in_output_address,  # noqa: E402
-                     machine, parse_params, searched_source, tune_context, workload_and_target, write_json)
+                     machine, parse_params, pick_register_checks, searched_source, tune_context,
+                     workload_and_target, write_json)
 
 
 def _family(estimate) -> str:
@@ -70,7 +71,7 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
     ties = collections.Counter(f"{e.latency_s:.6g}" for e in estimates)
     pick_geometries = [kernel_geometry(e.features) for e in estimates]
     geometries = collections.Counter(pick_geometries)
-    checks = _register_checks(picks, estimates, target, analyzer) if ptxas else [None] * len(picks)
+    checks = pick_register_checks(picks, estimates, target, analyzer) if ptxas else [None] * len(picks)
     shapes = collections.defaultdict(list)
     for pick, e, geometry, check in zip(picks, estimates, pick_geometries, checks):
         shapes[geometry_name(geometry), operand_fetch_bytes(e.features)].append(
@@ -87,17 +88,6 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
             "picks_by_shape": sorted((_shape_row(g, f, v) for (g, f), v in shapes.items()),
                                      key=lambda x: x["best_estimate_us"]),
             **({"ptxas": summarize_register_checks(checks)} if ptxas else {})}
-
-
-def _register_checks(picks, estimates, target, analyzer) -> list:
-    """Each pick's (first) kernel against ptxas's report of it (``analysis.ptxas_checks``), or None."""
-    from ms_pruner.analysis import ptxas_checks
-
-    checks = []
-    for pick, estimate in zip(picks, estimates):
-        paired = ptxas_checks(pick.sch.mod, target, estimate, analyzer)
-        checks.append(paired[0] if paired else None)
-    return checks
 
 
 def _shape_key(geometry: str, fetch) -> str:
@@ -123,13 +113,11 @@ def shape_hit_odds(shapes: list, hits_by_shape: dict) -> dict:
 
 def warp_arrangement(trace):
     """How a tensor-core tiling loops its warp's fragments (``sass_mix.arrangement``), or None for a
-    trace without MultiLevelTilingTensorCore's two five-level spatial splits."""
-    from sass_mix import arrangement
+    trace without MultiLevelTilingTensorCore's two five-level spatial splits (``sass_mix.warp_tile``)."""
+    from sass_mix import arrangement, warp_tile
 
-    from ms_pruner.search import tile_decisions
-
-    tiles = tile_decisions(trace)
-    return arrangement(tiles) if len(tiles) >= 2 and len(tiles[0]) == len(tiles[1]) == 5 else None
+    tile = warp_tile(trace)
+    return arrangement(tile["tiles"]) if tile else None
 
 
 def arrangement_hit_odds(shapes: list, hits_by_shape: dict, hits_by_arrangement: dict, prior: float) -> dict:

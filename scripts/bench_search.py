@@ -37,7 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (H100_MM4096, add_workload_arguments, command_line, machine, parse_params,  # noqa: E402
-                     searched_source, tune_context, workload_and_target, write_json)
+                     pick_register_checks, searched_source, tune_context, workload_and_target, write_json)
 
 
 NOT_MEASURED = "not measured (search-overhead benchmark)"
@@ -105,14 +105,13 @@ def pick_registers(candidates, target) -> dict:
     than the analyzer counts without spilling, where the analyzer's count is within the cap (for 16
     accumulator fragments a warp, nvcc's 167-196 against the analyzer's 184-192: on the H100 those
     measured 1.5-2.2x their estimate, docs/analyzer.md "Warp tiles the code does not tell apart")."""
-    from ms_pruner.analysis import StaticAnalyzer, ptxas_checks
+    from ms_pruner.analysis import StaticAnalyzer
 
     analyzer = StaticAnalyzer.for_target(target)
+    estimates = [analyzer.estimate(candidate.sch.mod) for candidate in candidates]
     picks, squeezed = [], 0
-    for candidate in candidates:
-        checks = ptxas_checks(candidate.sch.mod, target, analyzer.estimate(candidate.sch.mod), analyzer)
-        if checks:
-            check = checks[0]
+    for check in pick_register_checks(candidates, estimates, target, analyzer):
+        if check is not None:
             picks.append([int(check.regs_estimate), check.regs_ptxas, check.spill_ptxas])
             squeezed += check.regs_ptxas < check.regs_estimate and not (check.spill_estimate or check.spill_ptxas)
     return {"estimate_ptxas_spill": picks, "squeezed": int(squeezed)}
