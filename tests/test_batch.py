@@ -51,18 +51,37 @@ def test_variants_estimated_as_ties_take_turns_within_their_geometry():
            "a3": ("a", "16/16", 100.0), "a4": ("a", "8/16", 100.4), "b2": ("b", "8/8", 120.5),
            "a5": ("a", "4/4", 103.0), "a6": ("a", "8/8", 100.8), "a7": ("a", "8/16", 100.4)}
     ranked = ["a1", "a2", "b1", "a3", "a4", "b2", "a5", "a6", "a7"]
-    spread = spread_variants(ranked, lambda x: est[x][0], lambda x: est[x][1], lambda x: est[x][2], 0.01)
+    spread = spread_variants(ranked, lambda x: est[x][0], lambda x: (est[x][1],), lambda x: est[x][2], 0.01)
     # a's positions (0, 1, 3, 4, 6, 7, 8) get the first of each tied variant in rank order, then the
     # second of each, then a5, whose estimate is 3% off a's best; b keeps its positions and order
     assert spread == ["a1", "a4", "b1", "a6", "a2", "b2", "a7", "a3", "a5"]
     # with no band only a's equal best estimates tie, all one variant: the ranking stands
-    assert spread_variants(ranked, lambda x: est[x][0], lambda x: est[x][1], lambda x: est[x][2], 0.0) == ranked
+    assert spread_variants(ranked, lambda x: est[x][0], lambda x: (est[x][1],), lambda x: est[x][2], 0.0) == ranked
     rules = BatchRules(size=4, droplet_share=0.0, eps_greedy=0.0, geometry_cap=3)
     picks, _ = compose_batch([], ranked, ranked, rules, _key, set(), random.Random(0), _group,
-                             lambda r: spread_variants(r, _group, lambda x: est[x][1], lambda x: est[x][2], 0.01))
+                             lambda r: spread_variants(r, _group, lambda x: (est[x][1],), lambda x: est[x][2], 0.01))
     assert picks == ["a1", "a4", "b1", "a6"]  # geometry a's three capped picks are its three tied variants
     picks, _ = compose_batch([], ranked, ranked, rules, _key, set(), random.Random(0), _group)
     assert picks == ["a1", "a2", "b1", "a3"]
+
+
+def test_tied_members_take_turns_over_fetch_widths_and_arrangements_together():
+    """With two factors (fetch widths, fragment arrangement) each next tied member is the best-ranked
+    whose two values were placed least so far: the four fetch variants and three arrangements each
+    come up before any comes up again, where one factor alone would leave the arrangements to rank."""
+    from ms_pruner.search.geometry import spread_variants
+
+    fetches, arrangements = ["16/16", "16/8", "8/16", "8/8"], ["1x4", "2x2", "4x1"]
+    # the draft ranks by fetch width, arrangement 1x4 first in each: the order ties come in
+    ranked = [f"{f}|{a}" for f in fetches for a in arrangements]
+    spread = spread_variants(ranked, lambda x: "a", lambda x: tuple(x.split("|")), lambda x: 100.0, 0.01)
+    first = [name.split("|") for name in spread[:4]]
+    assert sorted(f for f, _ in first) == sorted(fetches)
+    assert {a for _, a in first[:3]} == set(arrangements)
+    assert spread[:4] == ["16/16|1x4", "16/8|2x2", "8/16|4x1", "8/8|1x4"]
+    assert sorted(spread) == sorted(ranked)
+    by_fetch_only = spread_variants(ranked, lambda x: "a", lambda x: (x.split("|")[0],), lambda x: 100.0, 0.01)
+    assert {name.split("|")[1] for name in by_fetch_only[:4]} == {"1x4"}
 
 
 def test_best_members_of_the_best_geometries_are_of_distinct_families():

@@ -735,9 +735,9 @@ def test_cold_climb_adds_the_wide_variants_of_several_members_of_a_geometry(tens
 
     def variants_of(members):
         # No climbing steps: the geometry's members are the draft's two (the climb has its own test).
-        climbed, variants = cold_climb(draft, space, latency, geometry, key_of, set(), starts=1, steps=0,
-                                       moves_per_step=0, rng=random.Random(0), members=members)
-        assert not climbed
+        climbed, variants, arranged = cold_climb(draft, space, latency, geometry, key_of, set(), starts=1, steps=0,
+                                                 moves_per_step=0, rng=random.Random(0), members=members)
+        assert not climbed and not arranged
         assert not {key_of(v) for v in variants} & {key_of(s) for s in draft + climbed}
         return climbed, variants
 

@@ -24,6 +24,7 @@ import itertools
 import random
 from typing import Callable, Dict, Hashable, List, Optional, Tuple
 
+from .arrangement import arrangement_variant_traces, warp_tile_splits
 from .droplet import neighbour_decisions, tile_decisions
 from .fetch_width import decisions_but_operand_fetches, wide_fetch_variant_traces
 
@@ -61,10 +62,8 @@ def reshape_moves(trace, prime: int = 2) -> List[Tuple[Tuple, Tuple]]:
     within a group, its innermost level that allows it: one move per pair of splits and of groups).
     Each group's product over the two dimensions stays, so grid size, warps a block and fragments a
     warp stay; the block tile's or the warps' aspect changes."""
-    splits = [inst for inst in trace.insts if inst.kind.name == "SamplePerfectTile" and inst in trace.decisions
-              and len(trace.decisions[inst]) == 5]
     moves = []
-    for first, second in itertools.permutations(splits, 2):
+    for first, second in itertools.permutations(warp_tile_splits(trace), 2):
         own = [[int(x) for x in trace.decisions[inst]] for inst in (first, second)]
         bounds = [int(inst.attrs[1]) if len(inst.attrs) > 1 else -1 for inst in (first, second)]
         for g, h in itertools.combinations(RESHAPE_GROUPS, 2):
@@ -146,14 +145,18 @@ def climb_from_best_geometries(draft: List, space, latency: Callable, geometry: 
 
 def cold_climb(draft: List, space, latency: Callable, geometry: Callable, key_of: Callable, measured: set,
                starts: int, steps: int, moves_per_step: int, rng: random.Random,
-               members: int = 1) -> Tuple[List, List]:
+               members: int = 1, arranged: int = 0) -> Tuple[List, List, List]:
     """(the schedules the climbs from ``draft``'s ``starts`` best geometries visit, the wide fetch-width
-    variants of the ``members`` best members of each of the ``starts`` best geometries after the climb),
-    each without what ``draft``, ``measured`` (structural hashes) or an earlier schedule already holds.
+    variants of the ``members`` best members of each of the ``starts`` best geometries after the climb,
+    the arrangement variants of the best member of each of the ``arranged`` best geometries after the
+    climb, each also at its wide fetch widths), each without what ``draft``, ``measured`` (structural
+    hashes) or an earlier schedule already holds.
 
     Members are told apart by their decisions other than the operand fetches: two that differ only
     there have the same wide variants. More than one member matters where a geometry may take more
     picks than one member has variants: the rest of its picks would go to its favourite variant again.
+    Arrangements (arrangement.py) are what those members' variants leave to the draft's luck: which
+    ones its members loop, often one for most of them.
     """
     seen = {key_of(sch) for sch in draft} | measured
 
@@ -166,8 +169,14 @@ def cold_climb(draft: List, space, latency: Callable, geometry: Callable, key_of
                 out.append(sch)
         return out
 
+    def replayed(traces):
+        return unseen(space.replay_valid(traces, rng) if traces else [])
+
     climbed = unseen(climb_from_best_geometries(draft, space, latency, geometry, starts, steps, moves_per_step, rng))
     ends = best_of_best_geometries(draft + climbed, latency, geometry, starts, members,
                                    lambda sch: decisions_but_operand_fetches(sch.trace))
-    traces = [variant for sch in ends for variant in wide_fetch_variant_traces(sch.trace)]
-    return climbed, unseen(space.replay_valid(traces, rng) if traces else [])
+    variants = replayed([variant for sch in ends for variant in wide_fetch_variant_traces(sch.trace)])
+    rearranged = [trace for sch in best_of_best_geometries(draft + climbed, latency, geometry, arranged)
+                  for trace in arrangement_variant_traces(sch.trace)]
+    return climbed, variants, replayed([variant for trace in rearranged
+                                        for variant in [trace] + wide_fetch_variant_traces(trace)])

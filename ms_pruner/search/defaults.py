@@ -29,6 +29,7 @@ DEFAULTS = dict(
     cold_climb_starts=None,
     cold_climb_steps=3,
     cold_climb_moves=24,
+    cold_arranged_geometries=1,
     cold_batch_share=None,
     follow_up_droplet_share=0.5,
     screen_samples=None,

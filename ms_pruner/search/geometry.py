@@ -29,10 +29,12 @@ def capped_per_group(ranked: List, cap: int, group: Callable, wanted: int,
 
 def spread_variants(ranked: List, group: Callable, variant: Callable, latency: Callable, band: float) -> List:
     """``ranked`` with each group's members reordered so that its variants the analyzer estimates
-    as ties come in turn: the best-ranked member of each variant estimated within ``band`` (a
-    fraction) of the group's best estimate, then the second of each, and so on; members outside the
-    band follow in rank order. Every group keeps the positions it held, so the order of groups, and
-    what a per-group cap does with it, is as before.
+    as ties come in turn. ``variant`` gives a member's tuple of factors (e.g. fetch widths, fragment
+    arrangement); among the members estimated within ``band`` (a fraction) of the group's best
+    estimate, each next one is the best-ranked whose factor values the members placed before it
+    share least (summed over the factors), so every value of each factor comes up before any comes
+    up twice, as far as the members allow. Members outside the band follow in rank order. Every group
+    keeps the positions it held, so the order of groups, and what a per-group cap does with it, is as before.
 
     Why: within one kernel geometry the analyzer separates operand fetch widths by under 1%, and on
     the H100 records the variant it put first (16/16-byte fetches) was not the fastest in either
@@ -44,18 +46,27 @@ def spread_variants(ranked: List, group: Callable, variant: Callable, latency: C
     for key, _, estimate in keys:
         best[key] = min(best.get(key, estimate), estimate)
     positions: Dict[Hashable, List[int]] = {}
-    members: Dict[Hashable, list] = {}
-    seen: Dict[Hashable, int] = {}
-    for position, (item, (key, kind, estimate)) in enumerate(zip(ranked, keys)):
-        if estimate <= best[key] * (1.0 + band):
-            turn = seen.get((key, kind), 0)
-            seen[(key, kind)] = turn + 1
-        else:
-            turn = len(ranked)
+    tied: Dict[Hashable, List[int]] = {}
+    behind: Dict[Hashable, List[int]] = {}
+    for position, (key, _, estimate) in enumerate(keys):
         positions.setdefault(key, []).append(position)
-        members.setdefault(key, []).append((turn, position, item))
+        (tied if estimate <= best[key] * (1.0 + band) else behind).setdefault(key, []).append(position)
     spread = list(ranked)
     for key, slots in positions.items():
-        for slot, (_, _, item) in zip(slots, sorted(members[key], key=lambda member: member[:2])):
-            spread[slot] = item
+        order = _balanced([keys[p][1] for p in tied.get(key, [])], tied.get(key, [])) + behind.get(key, [])
+        for slot, position in zip(slots, order):
+            spread[slot] = ranked[position]
     return spread
+
+
+def _balanced(factors: List[tuple], positions: List[int]) -> List[int]:
+    """``positions`` reordered greedily: each next the earliest whose factor values are least used so far."""
+    counts: List[Dict[Hashable, int]] = [dict() for _ in (factors[0] if factors else ())]
+    left, order = list(range(len(positions))), []
+    while left:
+        chosen = min(left, key=lambda i: (sum(c.get(v, 0) for c, v in zip(counts, factors[i])), i))
+        left.remove(chosen)
+        order.append(positions[chosen])
+        for c, v in zip(counts, factors[chosen]):
+            c[v] = c.get(v, 0) + 1
+    return order

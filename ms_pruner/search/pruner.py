@@ -10,12 +10,13 @@ One round (``generate_measure_candidates``; docs/search.md has every parameter):
    longer with sharper parent choice (``cold_selection_power``) since the analyzer alone chooses
    what it measures; on a GPU the mutators also redraw categorical decisions (mutator.py) and the
    cold draft climbs from its best geometries one tile factor at a time (climb.py) and adds the wide
-   fetch-width variants of each one's best members, as many as its capped picks need (fetch_width.py).
+   fetch-width variants of each one's best members, as many as its capped picks need (fetch_width.py),
+   and the favourite's other fragment arrangements (arrangement.py).
 3. **Verify**: the tuning cost model (PaCM) ranks the draft; the batch takes its best, an
    ``eps_greedy`` random share, and from round ``droplet_after`` on the best-ranked Droplet
    neighbours of the best measured schedule (droplet.py). A cold batch on a GPU is spread over
-   kernel geometries, each taking its fetch-width variants that the analyzer estimates as ties in
-   turn (geometry.py), and its narrow operand fetches are widened (fetch_width.py).
+   kernel geometries, each taking its fetch-width variants and arrangements that the analyzer
+   estimates as ties in turn (geometry.py), and its narrow operand fetches are widened (fetch_width.py).
 4. Nothing measured before (same structural hash) is proposed again.
 
 On a GPU the cold round measures only ``cold_batch_share`` (half) of a batch; the round after it,
@@ -76,6 +77,7 @@ class PrunerSearch(PySearchStrategy):
                  cold_climb_starts: Optional[int] = DEFAULTS["cold_climb_starts"],
                  cold_climb_steps: int = DEFAULTS["cold_climb_steps"],
                  cold_climb_moves: int = DEFAULTS["cold_climb_moves"],
+                 cold_arranged_geometries: int = DEFAULTS["cold_arranged_geometries"],
                  cold_batch_share: Optional[float] = DEFAULTS["cold_batch_share"],
                  follow_up_droplet_share: float = DEFAULTS["follow_up_droplet_share"],
                  screen_samples: Optional[bool] = DEFAULTS["screen_samples"],
@@ -240,11 +242,12 @@ class PrunerSearch(PySearchStrategy):
         timing["draft"] = len(draft)
         if cold and self.settings.cold_climb_starts > 0:
             start, replays = time.perf_counter(), self.space.replays
-            climbed, variants = self._climb(draft, batch)
-            draft.extend(climbed + variants)
+            climbed, variants, arranged = self._climb(draft, batch)
+            draft.extend(climbed + variants + arranged)
             timing["climb_s"] = time.perf_counter() - start
             timing["climb_replayed"], timing["climb_valid"] = self.space.replays_since(replays)
             timing["climbed"], timing["fetch_variants"] = len(climbed), len(variants)
+            timing["arrangement_variants"] = len(arranged)
         return draft
 
     def _follow_up_round(self, pending: dict, batch: int, timing: dict) -> List:
@@ -329,7 +332,8 @@ class PrunerSearch(PySearchStrategy):
 
     def _climb(self, draft: List, batch: int):
         """(new unmeasured schedules the analyzer climb visits, the wide fetch-width variants of the
-        best members of each climbed geometry): climb.cold_climb, with as many members as a geometry's
+        best members of each climbed geometry, the fragment arrangements of the best member of the
+        ``cold_arranged_geometries`` best): climb.cold_climb, with as many members as a geometry's
         capped picks need to alternate between two tied variants (half the cap): the matmul ties
         four variants of two operands' two widest draws, the conv2d layer two (docs/search.md); one
         member when no cap holds a geometry's picks."""
@@ -339,7 +343,8 @@ class PrunerSearch(PySearchStrategy):
         facts = self.facts
         return cold_climb(draft, self.space, lambda s: facts.estimate(s).latency_s, facts.geometry, facts.key,
                           self.measured, self.settings.cold_climb_starts, self.params["cold_climb_steps"],
-                          self.params["cold_climb_moves"], self.rng, members=-(-cap // 2) if cap else 1)
+                          self.params["cold_climb_moves"], self.rng, members=-(-cap // 2) if cap else 1,
+                          arranged=self.params["cold_arranged_geometries"])
 
     def _cold_geometry_cap(self, batch: int) -> Optional[int]:
         if self.settings.cold_geometry_share >= 1.0:
@@ -353,7 +358,8 @@ class PrunerSearch(PySearchStrategy):
         The geometry cap (cold batches) limits the best-ranked picks that share one kernel geometry
         (geometry.py): the analyzer alone ranks a cold batch, and its favourite's variants would
         otherwise fill it. Picks over the cap come back only when the draft has too few geometries.
-        Within a geometry, the fetch-width variants estimated as ties come in turn (``_spread_variants``).
+        Within a geometry, the fetch-width variants and fragment arrangements estimated as ties come in
+        turn (``_spread_variants``).
         """
         self.same_kernels.new_batch()
         picks, unpicked = compose_batch(self._rank(droplet), draft, self._rank(draft), rules, self.facts.key,
@@ -363,17 +369,21 @@ class PrunerSearch(PySearchStrategy):
         return picks
 
     def _spread_variants(self, ranked: List) -> List:
-        """A capped batch's ranked draft with each geometry's fetch-width variants that the analyzer
-        estimates within ``cold_variant_band`` of each other taken in turn (geometry.spread_variants)."""
+        """A capped batch's ranked draft with each geometry's members that the analyzer estimates
+        within ``cold_variant_band`` of each other taken in turn over their fetch widths and fragment
+        arrangements together (geometry.spread_variants)."""
         from ..analysis import operand_fetch_bytes
+        from .arrangement import fragment_arrangement
         from .geometry import spread_variants
 
         band = self.params["cold_variant_band"]
         if band <= 0:
             return ranked
         facts = self.facts
-        return spread_variants(ranked, facts.geometry, lambda s: operand_fetch_bytes(facts.estimate(s).features),
-                               lambda s: facts.estimate(s).latency_s, band)
+        def tie_factors(sch):
+            return operand_fetch_bytes(facts.estimate(sch).features), fragment_arrangement(sch.trace)
+
+        return spread_variants(ranked, facts.geometry, tie_factors, lambda s: facts.estimate(s).latency_s, band)
 
     def _widen_fetches(self, picks: List, excluded: set, kept: frozenset = frozenset()):
         from .fetch_width import widen_narrow_picks
