@@ -112,12 +112,11 @@ def shape_hit_odds(shapes: list, hits_by_shape: dict) -> dict:
 
 
 def warp_arrangement(trace):
-    """How a tensor-core tiling loops its warp's fragments (``sass_mix.arrangement``), or None for a
-    trace without MultiLevelTilingTensorCore's two five-level spatial splits (``sass_mix.warp_tile``)."""
-    from sass_mix import arrangement, warp_tile
+    """How a tensor-core tiling loops its warp's fragments (``search.arrangement``, as the search reads
+    it), or None for a trace without five-level spatial splits."""
+    from ms_pruner.search.arrangement import arrangement_name, fragment_arrangement
 
-    tile = warp_tile(trace)
-    return arrangement(tile["tiles"]) if tile else None
+    return arrangement_name(fragment_arrangement(trace)) or None
 
 
 def arrangement_hit_odds(shapes: list, hits_by_shape: dict, hits_by_arrangement: dict, prior: float) -> dict:

@@ -23,7 +23,8 @@ from ms_pruner.analysis import RecordEstimate, group_by_geometry
 def load_records(path: str) -> List[RecordEstimate]:
     report = read_json(path)
     return [RecordEstimate(predicted_s=r["predicted_s"], measured_s=r["measured_s"], valid=r["valid"], reason="",
-                           geometry=r.get("geometry"), fetch_bytes=r.get("fetch_bytes"))
+                           geometry=r.get("geometry"), fetch_bytes=r.get("fetch_bytes"),
+                           arrangement=r.get("arrangement"))
             for r in report["records"]]
 
 
@@ -32,18 +33,22 @@ def _us(seconds: Optional[float]) -> str:
 
 
 def report(records: List[RecordEstimate], per_round: int, reference_us: Optional[float] = None,
-           top: int = 30) -> str:
-    groups = group_by_geometry(records, per_round)
+           top: int = 30, by_arrangement: bool = False) -> str:
+    groups = group_by_geometry(records, per_round, by_arrangement)
     valid = sum(g.records for g in groups)
     rounds = math.ceil(len(records) / per_round)
+    shape = "geometry, A/B fetch bytes, arrangement" if by_arrangement else "geometry, A/B fetch bytes"
+    extra = " arrangement |" if by_arrangement else ""
     lines = [f"{len(records)} records ({valid} valid with a GPU kernel), {rounds} rounds of {per_round}; "
-             f"{len(groups)} groups of (geometry, A/B fetch bytes), best measured first"
+             f"{len(groups)} groups of ({shape}), best measured first"
              + (f" (the first {top})" if len(groups) > top else "") + ".", "",
-             "| geometry | A/B fetch bytes | records | per round | best measured (us) | best estimate (us) |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             f"| geometry | A/B fetch bytes |{extra} records | per round | best measured (us) | best estimate (us) |",
+             "| --- | --- |" + (" --- |" if by_arrangement else "") + " --- | --- | --- | --- |"]
     for group in groups[:top]:
         fetch = "/".join(str(b) for b in group.fetch_bytes) if group.fetch_bytes else "-"
-        lines.append(f"| {group.geometry} | {fetch} | {group.records} | {' / '.join(map(str, group.per_round))} | "
+        arrangement = f" {group.arrangement or '-'} |" if by_arrangement else ""
+        lines.append(f"| {group.geometry} | {fetch} |{arrangement} {group.records} | "
+                     f"{' / '.join(map(str, group.per_round))} | "
                      f"{_us(group.best_measured_s)} | {_us(group.best_predicted_s)} |")
     if reference_us is not None:
         lines += ["", reached(records, per_round, reference_us)]
@@ -70,9 +75,15 @@ def main(argv=None) -> int:
     parser.add_argument("--per-round", type=int, default=64, help="records a round measured (default 64)")
     parser.add_argument("--reference-us", type=float, default=None, help="a latency to reach, e.g. stock's final best")
     parser.add_argument("--top", type=int, default=30, help="rows at most (default 30)")
+    parser.add_argument("--by-arrangement", action="store_true",
+                        help="one row per fragment arrangement too (how a warp loops its fragments: "
+                             "docs/search.md, 'Fragment arrangements in turn'); needs an analyze JSON that has it")
     parser.add_argument("--out", default=None, help="write the Markdown here instead of stdout")
     args = parser.parse_args(argv)
-    write_text(report(load_records(args.analyze_json), args.per_round, args.reference_us, args.top), args.out)
+    records = load_records(args.analyze_json)
+    if args.by_arrangement and all(r.arrangement is None for r in records):
+        parser.error(f"{args.analyze_json} has no fragment arrangements: re-run `ms-pruner analyze --json` on the run")
+    write_text(report(records, args.per_round, args.reference_us, args.top, args.by_arrangement), args.out)
     return 0
 
 

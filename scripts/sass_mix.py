@@ -95,8 +95,9 @@ def arrangement(tiles: list) -> str:
     """How a warp's fragments are split between the serial loop outside the innermost reduction and
     the inner loop under it, per spatial dimension (``i SxI, j SxI``): arrangements of one warp tile
     that the analyzer estimates alike, told apart from ``tiles`` (``warp_tile``'s)."""
-    m, n = tiles[0], tiles[1]
-    return f"i {m[3]}x{m[4]}, j {n[3]}x{n[4]}"
+    from ms_pruner.search.arrangement import arrangement_name
+
+    return arrangement_name(((tiles[0][3], tiles[0][4]), (tiles[1][3], tiles[1][4])))
 
 
 def arrangement_table(rows: list, geometry: str = "", target_us: float = 0.0) -> str:

@@ -363,10 +363,11 @@ def test_analyzer_ranks_real_h100_records(capsys, tmp_path, tensor_intrinsics):
     assert len(report["records"]) == 191 and report["n_valid"] == 191
     assert report["spearman"] >= 0.8
     assert report["recall_top10_in_top30"] >= 0.7
-    assert set(report["records"][0]) == {"predicted_s", "measured_s", "valid", "geometry", "fetch_bytes"}
+    assert set(report["records"][0]) == {"predicted_s", "measured_s", "valid", "geometry", "fetch_bytes", "arrangement"}
     best = min(report["records"], key=lambda r: r["measured_s"])
     assert best["geometry"] == "grid 1024 x 128 thr, 16 acc frags, 64 trips, operand tiles 8192+32768 B"
     assert best["fetch_bytes"] == [16, 8]  # A in 8 fp16 lanes, B in 4 (docs/search.md's table)
+    assert best["arrangement"] == "i 2x1, j 2x4"  # its warp's 2 x 8 fragments: S3 x S4 of each dimension
     # The sampler's narrow draws, and 2 more whose wider vectors code generation gathers lane by lane.
     assert sum(min(r["fetch_bytes"]) <= 4 for r in report["records"]) == 149
     assert sum(r["geometry"] == best["geometry"] for r in report["records"]) == 52
@@ -393,6 +394,14 @@ def test_analyzer_ranks_real_h100_records(capsys, tmp_path, tensor_intrinsics):
                           capture_output=True, text=True, check=True).stdout
     assert "3 rounds of 64" in text and text.count("| grid ") == 3
     assert "First at or below 480.0 us: round 2 (4 records" in text
+    # One level finer: the best shape's 10 records loop their fragments three ways.
+    by_arrangement = group_by_geometry([RecordEstimate(reason="", **r) for r in report["records"]], 64, True)
+    assert len(by_arrangement) > len(groups) and by_arrangement[0].arrangement == best["arrangement"]
+    assert by_arrangement[0].per_round == [0, 0, 3]
+    assert sum(g.records for g in by_arrangement if (g.geometry, g.fetch_bytes) == (best["geometry"], (16, 8))) == 10
+    text = subprocess.run([sys.executable, script, str(path), "--top", "3", "--by-arrangement"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "(geometry, A/B fetch bytes, arrangement)" in text and "| 16/8 | i 2x1, j 2x4 | 3 |" in text
 
 
 @needs_h100_data

@@ -23,6 +23,7 @@ class RecordEstimate:
     geometry: Optional[str] = None  # features.geometry_name: which records are one kernel to the analyzer
     fetch_bytes: Optional[List[int]] = None  # per thread and instruction of each operand fetch (features.py)
     registers: Optional[List[RegisterCheck]] = None  # per kernel, against ptxas (evaluate_database(ptxas=True))
+    arrangement: Optional[str] = None  # how a warp loops its fragments (search.arrangement), "" for none
 
 
 @dataclasses.dataclass
@@ -49,7 +50,7 @@ class DatabaseReport:
 
 def _record_json(record: RecordEstimate) -> dict:
     row = {"predicted_s": record.predicted_s, "measured_s": record.measured_s, "valid": record.valid,
-           "geometry": record.geometry, "fetch_bytes": record.fetch_bytes}
+           "geometry": record.geometry, "fetch_bytes": record.fetch_bytes, "arrangement": record.arrangement}
     if record.registers is not None:
         row["registers"] = [check.as_json() for check in record.registers]
     return row
@@ -57,21 +58,25 @@ def _record_json(record: RecordEstimate) -> dict:
 
 @dataclasses.dataclass
 class GeometryGroup:
-    """The records of one kernel geometry and one set of operand fetch widths."""
+    """The records of one kernel geometry and one set of operand fetch widths (and, when grouped so,
+    one fragment arrangement)."""
 
     geometry: str
     fetch_bytes: Optional[Tuple[int, ...]]
     per_round: List[int]  # records each round measured
     best_measured_s: Optional[float]
     best_predicted_s: Optional[float]
+    arrangement: Optional[str] = None
 
     @property
     def records(self) -> int:
         return sum(self.per_round)
 
 
-def group_by_geometry(records: Sequence[RecordEstimate], per_round: int) -> List[GeometryGroup]:
-    """Valid records grouped by (geometry, fetch widths), best measured first.
+def group_by_geometry(records: Sequence[RecordEstimate], per_round: int,
+                      by_arrangement: bool = False) -> List[GeometryGroup]:
+    """Valid records grouped by (geometry, fetch widths), and ``by_arrangement`` by how a warp loops
+    its fragments too, best measured first.
 
     ``records`` are in measurement order (as ``evaluate_database`` gives them), ``per_round`` records
     a round: a tuning run read this way shows which kernel shapes each round tried and how they
@@ -83,8 +88,9 @@ def group_by_geometry(records: Sequence[RecordEstimate], per_round: int) -> List
         if not record.valid or record.geometry is None:
             continue
         fetch = tuple(record.fetch_bytes) if record.fetch_bytes else None
-        group = groups.setdefault((record.geometry, fetch),
-                                  GeometryGroup(record.geometry, fetch, [0] * rounds, None, None))
+        arrangement = record.arrangement if by_arrangement else None
+        group = groups.setdefault((record.geometry, fetch, arrangement),
+                                  GeometryGroup(record.geometry, fetch, [0] * rounds, None, None, arrangement))
         group.per_round[index // per_round] += 1
         group.best_measured_s = _smaller(group.best_measured_s, record.measured_s)
         group.best_predicted_s = _smaller(group.best_predicted_s, record.predicted_s)
@@ -136,6 +142,7 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: boo
     also compiles each CUDA record with nvcc (about a second each) and holds the analyzer's
     registers, spill call and residency against ptxas's report (``registers``)."""
     from ..hardware import get_gpu_spec
+    from ..search.arrangement import arrangement_name, fragment_arrangement
     from ..tuning.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
 
     records = records_in_file_order(path)
@@ -164,6 +171,8 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: boo
                 registers.append(None)
     report = score_estimates(estimates, measured)
     report.us_per_candidate = spent / max(1, len(records)) * 1e6
+    for row, record in zip(report.records, records):
+        row.arrangement = arrangement_name(fragment_arrangement(record.trace))
     if ptxas:
         for row, checks in zip(report.records, registers):
             row.registers = checks

@@ -53,3 +53,10 @@ def arrangement_variant_traces(trace) -> List:
                 variant = variant.with_decision(inst, factors[:3] + [outer, inner], remove_postproc=True)
         traces.append(variant)
     return traces
+
+
+def arrangement_name(arrangement: Tuple[Tuple[int, int], ...]) -> str:
+    """``fragment_arrangement``'s value as the docs write it: ``i 1x4, j 2x2`` (S3xS4 of the row and
+    column dimensions) for a two-dimensional tiling, ``s0 ..., s1 ..., s2 ...`` for more; "" for none."""
+    names = ("i", "j") if len(arrangement) == 2 else tuple(f"s{n}" for n in range(len(arrangement)))
+    return ", ".join(f"{name} {outer}x{inner}" for name, (outer, inner) in zip(names, arrangement))
