@@ -150,6 +150,11 @@ def _shape_row(geometry: str, fetch: tuple, picks: list) -> dict:
         row["regs_ptxas"] = [min(c.regs_ptxas for c in checks), max(c.regs_ptxas for c in checks)]
         row["spilling_picks"] = sum(c.spill_ptxas for c in checks)
         row["blocks_per_sm"] = sorted({(c.blocks_per_sm_estimate, c.blocks_per_sm_ptxas) for c in checks})
+        by_arrangement = collections.defaultdict(list)
+        for _, check, name in picks:
+            if check is not None and name is not None:
+                by_arrangement[name].append(check.regs_ptxas)
+        row["regs_ptxas_by_arrangement"] = {name: sorted(regs) for name, regs in sorted(by_arrangement.items())}
     return row
 
 
