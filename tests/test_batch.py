@@ -114,3 +114,39 @@ def test_a_pick_that_repeats_a_kernel_is_passed_over_and_not_carried():
     picks, rest = compose_batch([], ranked, ranked, rules, _key, set(), random.Random(0), repeats=repeats)
     assert picks == ["a1", "a2", "a3"] and rest == ["a4"]
     assert asked == ["a1", "a2'", "a2", "a3"]
+
+
+def test_ties_ptxas_allots_clearly_fewer_registers_go_first_alternating_with_the_turns():
+    """The favourite geometry's ties (estimated within the band of its best), in their turn order:
+    those at least REGISTER_MARGIN under the ties' median and not spilling go first, fewest first,
+    alternating with the others; another geometry, and members outside the band or past ``count``,
+    keep their positions."""
+    from types import SimpleNamespace
+
+    from ms_pruner.search.ptxas_ties import REGISTER_MARGIN, fewer_registers_first, order_ties_by_registers
+
+    registers = [246, 244, 230, 246, 216, 244, 228, None]
+    spills = [False, False, False, False, False, False, True, False]
+    order, promoted = fewer_registers_first(registers, spills)
+    # median 244: 216 and 230 are under it by the margin; 228 spills, so it waits its turn
+    assert (order, promoted) == ([4, 0, 2, 1, 3, 5, 6, 7], 2)
+    assert fewer_registers_first([246, 246 - REGISTER_MARGIN + 1, 246], [False] * 3) == ([0, 1, 2], 0)
+    assert fewer_registers_first([200, None], [False, False]) == ([0, 1], 0)  # one count is no median
+
+    # name: geometry, estimate (us), registers
+    est = {"a1": ("a", 100.0, 246), "b1": ("b", 101.0, 100), "a2": ("a", 100.2, 246), "a3": ("a", 100.5, 216),
+           "a4": ("a", 103.0, 200), "a5": ("a", 100.1, 230), "a6": ("a", 100.3, 220)}
+    ranked = ["a1", "b1", "a2", "a3", "a4", "a5", "a6"]
+    asked = []
+
+    def resources_of(items):
+        asked.extend(items)
+        return [SimpleNamespace(registers=est[i][2], spills=False) for i in items]
+
+    reordered, promoted = order_ties_by_registers(ranked, lambda x: est[x][0], lambda x: est[x][1], 0.01, 4,
+                                                  resources_of)
+    # a4 is 3% off a's best and a6 is the fifth tie: neither is compiled, and both keep their places
+    assert asked == ["a1", "a2", "a3", "a5"] and promoted == 2
+    assert reordered == ["a3", "b1", "a1", "a5", "a4", "a2", "a6"]
+    assert order_ties_by_registers(ranked, lambda x: est[x][0], lambda x: est[x][1], 0.01, 0, resources_of) == \
+        (ranked, 0)

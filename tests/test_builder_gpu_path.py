@@ -45,6 +45,18 @@ out["errors"] = [r.error_msg for r in results if r.error_msg]
 paths = [str(r.artifact_path) for r in results if not r.error_msg]
 out["formats"] = [device_module_formats(p) for p in paths]
 out["loaded"] = [[m.kind for m in tvm.runtime.load_module(p).imports] for p in paths]
+import tvm_ffi
+from ms_pruner.builder.resources import cuda_source_compile
+from ms_pruner.search.ptxas_ties import first_kernel_resources
+callback = tvm_ffi.get_global_func("tvm_callback_cuda_compile", allow_missing=True)
+compiled = []  # what the cold round's register check asks code generation to compile, if anything
+import ms_pruner.builder.resources as resources
+resources.cuda_source_compile = lambda source, arch: compiled.append(arch) or cuda_source_compile(source, arch)
+reports = first_kernel_resources([s.mod for s in schedules], target, 2)
+out["ptxas_registers"] = [r.registers if r is not None else None for r in reports]
+out["ptxas_compiles"] = len(compiled)
+after = tvm_ffi.get_global_func("tvm_callback_cuda_compile", allow_missing=True)
+out["callback_restored"] = (after is None and callback is None) or bool(after is not None and after.same_as(callback))
 print("PROBE " + json.dumps(out))
 """
 
@@ -97,3 +109,7 @@ def test_gpu_machine_build_path_ships_cubin(tmp_path, tensor_intrinsics):
     assert probe["loaded"] == [["cuda"], ["cuda"]]
     if not probe["cuda_bindings"]:
         assert "cuda-bindings" in probe["tvm_callback"], probe["tvm_callback"]
+    # The cold round's register check (search/ptxas_ties.py) gets ptxas's report from the compile
+    # code generation makes here, one per candidate, and leaves TVM's callback as it found it.
+    assert all(isinstance(r, int) and 0 < r <= 255 for r in probe["ptxas_registers"]), probe["ptxas_registers"]
+    assert probe["ptxas_compiles"] == 2 and probe["callback_restored"]

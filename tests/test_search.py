@@ -9,7 +9,7 @@ import numpy as np
 from ms_pruner.cli import main
 from ms_pruner.search.defaults import COLD_GENETIC_ITERS, COLD_SAMPLES, COLD_SELECTION_POWER, DEFAULTS
 from ms_pruner.workloads import parse_workload
-from conftest import H100_MM4096, needs_h100_data
+from conftest import H100_MM4096, needs_h100_data, needs_nvcc
 
 SPEC = "matmul:64x64x64:float32:float32"
 
@@ -257,6 +257,32 @@ def test_gpu_cold_round_climbs_on_the_analyzer(tensor_intrinsics):
     best_pick = min(searched.analyzer.estimate(c.sch.mod).latency_s for c in picks)
     best_carried = min((searched.analyzer.estimate(s.mod).latency_s for s in searched.carry), default=float("inf"))
     assert best_pick <= best_carried
+
+
+@needs_nvcc
+def test_gpu_cold_round_compiles_its_favourite_ties_and_picks_by_registers(tensor_intrinsics):
+    """Where nvcc is on PATH a GPU cold round compiles its favourite geometry's tied members
+    (search/ptxas_ties.py) once each, and among the picks of that geometry one ptxas allots clearly
+    fewer registers than the ties' median comes first when the round promoted any (this round's 10
+    ties get 124-148 registers and none is promoted; test_batch.py checks the order itself)."""
+    import statistics
+
+    from ms_pruner.analysis import kernel_geometry
+    from ms_pruner.search.ptxas_ties import REGISTER_MARGIN
+
+    strategy, context = _cold_h100_round()
+    picks = context.search_strategy.generate_measure_candidates()
+    timing = strategy.timings[-1]
+    searched = strategy._inst
+    assert 0 < timing["ptxas_reported"] <= timing["ptxas_compiled"] == len(searched.tie_order.reports) <= 64
+    assert timing["ptxas_s"] > 0 and 0 <= timing["ptxas_promoted"] <= timing["ptxas_reported"]
+    reports = [r for r in searched.tie_order.reports.values() if r is not None]
+    median = statistics.median(r.registers for r in reports)
+    favourite = kernel_geometry(searched.analyzer.estimate(picks[0].sch.mod).features)
+    registers = [searched.tie_order.reports.get(searched.facts.key(c.sch)) for c in picks
+                 if kernel_geometry(searched.analyzer.estimate(c.sch.mod).features) == favourite]
+    low = [i for i, r in enumerate(registers) if r is not None and r.registers <= median - REGISTER_MARGIN]
+    assert (low[0] == 0) if timing["ptxas_promoted"] else not low
 
 
 def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):

@@ -57,24 +57,32 @@ def use_nvcc_for_cuda() -> bool:
 
 
 @contextlib.contextmanager
-def cuda_compile_scope(target, use_nvcc: bool = True):
-    """Context for ``tvm.compile``/``compile_relax``: for a CUDA target, the target as
-    ``Target.current()`` (the arch the callback compiles for) and, with ``use_nvcc``, our callback,
-    with whatever callback was registered before put back on exit; a no-op for other targets."""
-    if target.kind.name != "cuda":
-        yield
-        return
+def compile_callback(func):
+    """``func`` as TVM's CUDA compile callback while open, the callback before it put back on exit."""
     import tvm_ffi
     from tvm.support import nvcc  # noqa: F401  (TVM's callback, registered on import, is the one to restore)
 
     previous = tvm_ffi.get_global_func(CALLBACK_NAME, allow_missing=True)
-    installed = use_nvcc and use_nvcc_for_cuda()
+    tvm_ffi.register_global_func(CALLBACK_NAME, func, override=True)
     try:
+        yield
+    finally:
+        if previous is not None:
+            tvm_ffi.register_global_func(CALLBACK_NAME, previous, override=True)
+        else:
+            tvm_ffi.remove_global_func(CALLBACK_NAME)
+
+
+@contextlib.contextmanager
+def cuda_compile_scope(target, use_nvcc: bool = True):
+    """Context for ``tvm.compile``/``compile_relax``: for a CUDA target, the target as
+    ``Target.current()`` (the arch the callback compiles for) and, with ``use_nvcc`` (and no
+    ``TVM_CUDA_COMPILE_MODE`` chosen), our callback (``compile_callback``); a no-op for other targets."""
+    if target.kind.name != "cuda":
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        if use_nvcc and not os.environ.get(COMPILE_MODE_ENV):
+            stack.enter_context(compile_callback(compile_with_nvcc))
         with target:
             yield
-    finally:
-        if installed:
-            if previous is not None:
-                tvm_ffi.register_global_func(CALLBACK_NAME, previous, override=True)
-            else:
-                tvm_ffi.remove_global_func(CALLBACK_NAME)

@@ -12,12 +12,13 @@ The compile is TVM's own (``tvm.support.nvcc``: ``-O3``, ``--use_fast_math``, pt
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
 import subprocess
 import tempfile
-from typing import List
+from typing import Dict, List, Tuple
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
@@ -88,18 +89,41 @@ def _nvcc_command(arch: str, source_path: str, output_path: str) -> List[str]:
             *fast_math, f"--ptxas-options={','.join(ptxas_flags)}", "-o", output_path, source_path]
 
 
-def cuda_source_resources(source: str, arch: str) -> List[KernelResources]:
-    """Compile CUDA source for ``arch`` (``sm_90``) as TVM does and read ptxas's report."""
+def cuda_source_compile(source: str, arch: str) -> Tuple[bytes, List[KernelResources]]:
+    """Compile CUDA source for ``arch`` (``sm_90``) as TVM does: the cubin and ptxas's report."""
     with tempfile.TemporaryDirectory(prefix="ms_pruner_ptxas_") as tmp:
-        source_path = os.path.join(tmp, "kernels.cu")
+        source_path, cubin_path = os.path.join(tmp, "kernels.cu"), os.path.join(tmp, "kernels.cubin")
         with open(source_path, "w") as f:
             f.write(source)
-        proc = subprocess.run(_nvcc_command(arch, source_path, os.path.join(tmp, "kernels.cubin")),
-                              capture_output=True, text=True)
-    if proc.returncode != 0:
-        last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise RuntimeError(f"nvcc failed for {arch}: {last[0]}")
-    return parse_ptxas_report(proc.stdout + proc.stderr)
+        proc = subprocess.run(_nvcc_command(arch, source_path, cubin_path), capture_output=True, text=True)
+        if proc.returncode != 0:
+            last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise RuntimeError(f"nvcc failed for {arch}: {last[0]}")
+        with open(cubin_path, "rb") as f:
+            cubin = f.read()
+    return cubin, parse_ptxas_report(proc.stdout + proc.stderr)
+
+
+def cuda_source_resources(source: str, arch: str) -> List[KernelResources]:
+    """Compile CUDA source for ``arch`` (``sm_90``) as TVM does and read ptxas's report."""
+    return cuda_source_compile(source, arch)[1]
+
+
+@contextlib.contextmanager
+def reporting_cuda_compile(arch: str, reports: Dict[str, List[KernelResources]]):
+    """While open, code generation that compiles CUDA itself (where TVM's CUDA runtime is loaded: a
+    GPU machine) compiles through ``cuda_source_compile`` for ``arch`` and leaves ptxas's report in
+    ``reports[source]``, so a candidate is compiled once for both; the callback before it is put back
+    on exit. Open it once around threads that lower with ``use_nvcc=False``, which then register nothing."""
+    from .cuda_compile import compile_callback
+
+    def compile_and_report(source: str, *_unused) -> bytes:
+        cubin, kernels = cuda_source_compile(source, arch)
+        reports[source] = kernels
+        return cubin
+
+    with compile_callback(compile_and_report):
+        yield reports
 
 
 def candidate_resources(mod, target) -> List[KernelResources]:

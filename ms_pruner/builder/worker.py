@@ -83,11 +83,11 @@ def _cuda_sources(executable):
     return [m for m in executable.mod.imports if m.kind == "cuda"]
 
 
-def cuda_sources(mod, target) -> List[str]:
+def cuda_sources(mod, target, use_nvcc: bool = True) -> List[str]:
     """The CUDA source of each device module of a scheduled IRModule, lowered as the builder lowers
     it (``lower_candidate``), for reading what code generation emits: load widths, address
     arithmetic, ptxas's report."""
-    return [m.inspect_source("") for m in _cuda_sources(lower_candidate(mod, target))]
+    return [m.inspect_source("") for m in _cuda_sources(lower_candidate(mod, target, use_nvcc))]
 
 
 def build_candidate(mod, target, _params: Optional[dict]) -> BuiltCandidate:

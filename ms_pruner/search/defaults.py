@@ -30,6 +30,7 @@ DEFAULTS = dict(
     cold_climb_steps=3,
     cold_climb_moves=24,
     cold_arranged_geometries=1,
+    cold_ptxas_ties=None,
     cold_batch_share=None,
     follow_up_droplet_share=0.5,
     screen_samples=None,
@@ -76,6 +77,10 @@ SCREEN_SAMPLES = {"gpu": 1.0, "cpu": 0.0}
 # not given: as many as stock's first population holds at least (init_min_unmeasured) where each
 # costs a replay and most replays are rejected, more where the screen replays few draws in vain (GPU).
 COLD_SAMPLES = {"gpu": 128.0, "cpu": 50.0}
+# Tied members of a cold round's favourite geometry compiled for ptxas's register count (ptxas_ties.py)
+# when not given, where nvcc is on PATH: the matmul's 36 arrangement and fetch-width ties and more,
+# a few seconds on a 16-core GPU host; a CPU target has no ptxas.
+COLD_PTXAS_TIES = {"gpu": 64.0, "cpu": 0.0}
 MIN_FRESH_SAMPLES = 16
 
 
@@ -93,6 +98,7 @@ class TargetSettings:
     cold_batch_share: float
     screen_samples: bool
     cold_samples: int
+    cold_ptxas_ties: int
 
 
 def for_target(params: dict, kind: str) -> TargetSettings:
@@ -111,4 +117,5 @@ def for_target(params: dict, kind: str) -> TargetSettings:
         cold_batch_share=min(1.0, value("cold_batch_share", COLD_BATCH_SHARE)),
         screen_samples=bool(value("screen_samples", SCREEN_SAMPLES)),
         cold_samples=int(value("cold_samples", COLD_SAMPLES)),
+        cold_ptxas_ties=int(value("cold_ptxas_ties", COLD_PTXAS_TIES)),
     )

@@ -45,6 +45,7 @@ from .batch import BatchRules, compose_batch
 from .candidates import CandidateFacts, structural_key
 from .defaults import DEFAULTS, MIN_FRESH_SAMPLES, for_target
 from .same_kernel import SameKernels
+from .tie_order import TieOrder
 
 
 @derived_object
@@ -78,6 +79,7 @@ class PrunerSearch(PySearchStrategy):
                  cold_climb_steps: int = DEFAULTS["cold_climb_steps"],
                  cold_climb_moves: int = DEFAULTS["cold_climb_moves"],
                  cold_arranged_geometries: int = DEFAULTS["cold_arranged_geometries"],
+                 cold_ptxas_ties: Optional[int] = DEFAULTS["cold_ptxas_ties"],
                  cold_batch_share: Optional[float] = DEFAULTS["cold_batch_share"],
                  follow_up_droplet_share: float = DEFAULTS["follow_up_droplet_share"],
                  screen_samples: Optional[bool] = DEFAULTS["screen_samples"],
@@ -98,6 +100,7 @@ class PrunerSearch(PySearchStrategy):
         self.follow_up = None  # what the cold round left for the follow-up round to measure
         self.sampler = None  # fresh samples screened against VerifyGPUCode's limits (screen.py), on a GPU
         self.facts = None  # each schedule's hash, estimate and geometry, found once a round (candidates.py)
+        self.tie_order = None  # how a capped batch orders a geometry's ties (tie_order.py)
 
     # -- MetaSchedule plumbing ------------------------------------------------------------
     def _initialize_with_tune_context(self, context) -> None:
@@ -110,6 +113,8 @@ class PrunerSearch(PySearchStrategy):
         self.analyzer = StaticAnalyzer.for_target(context.target, memory=ANALYSES)
         self.facts = CandidateFacts(self.analyzer)
         self.settings = settings = for_target(self.params, "gpu" if self.analyzer.is_gpu else "cpu")
+        self.tie_order = TieOrder(self.facts, context.target, int(context.num_threads),
+                                  self.params["cold_variant_band"], settings.cold_ptxas_ties)
         self.draft = AnalyzerDraft(context, self.analyzer, settings, self.params)
         if settings.screen_samples and self.analyzer.is_gpu:
             from .screen import ScreenedSampler
@@ -214,8 +219,9 @@ class PrunerSearch(PySearchStrategy):
         draft = self._draft(cold, batch, timing)
         droplet = self._droplet(timing, self.round >= self.params["droplet_after"])
         start = time.perf_counter()
-        picks = self._select(draft, droplet, BatchRules(batch, self.params["droplet_share"], self.params["eps_greedy"],
-                                                        self._cold_geometry_cap(batch) if cold else None))
+        rules = BatchRules(batch, self.params["droplet_share"], self.params["eps_greedy"],
+                           self._cold_geometry_cap(batch) if cold else None)
+        picks = self._select(draft, droplet, rules, timing)
         timing["verify_s"] = time.perf_counter() - start
         if cold and self.settings.widen_cold_fetches:
             start = time.perf_counter()
@@ -271,7 +277,7 @@ class PrunerSearch(PySearchStrategy):
         start = time.perf_counter()
         rules = BatchRules(batch, self.params["follow_up_droplet_share"], self.params["eps_greedy"],
                            self._cold_geometry_cap(self.per_iter), pending["geometries"])
-        picks = self._select(draft, droplet, rules)
+        picks = self._select(draft, droplet, rules, timing)
         timing["verify_s"] = time.perf_counter() - start
         if self.settings.widen_cold_fetches:
             start = time.perf_counter()
@@ -351,7 +357,7 @@ class PrunerSearch(PySearchStrategy):
             return None
         return max(1, int(round(batch * self.settings.cold_geometry_share)))
 
-    def _select(self, draft: List, droplet: List, rules: BatchRules) -> List:
+    def _select(self, draft: List, droplet: List, rules: BatchRules, timing: dict) -> List:
         """Best of the draft and of the droplet neighbours by the cost model, plus eps random
         (batch.compose_batch); the draft's unpicked members, best first, are carried over.
 
@@ -359,31 +365,16 @@ class PrunerSearch(PySearchStrategy):
         (geometry.py): the analyzer alone ranks a cold batch, and its favourite's variants would
         otherwise fill it. Picks over the cap come back only when the draft has too few geometries.
         Within a geometry, the fetch-width variants and fragment arrangements estimated as ties come in
-        turn (``_spread_variants``).
+        turn, and those ptxas allots clearly fewer registers first (``tie_order``).
         """
         self.same_kernels.new_batch()
+        self.tie_order.stats = {}
         picks, unpicked = compose_batch(self._rank(droplet), draft, self._rank(draft), rules, self.facts.key,
-                                        self.measured, self.rng, self.facts.geometry, self._spread_variants,
+                                        self.measured, self.rng, self.facts.geometry, self.tie_order,
                                         self.same_kernels.repeats)
         self.carry = unpicked[:self.params["carry_over"]]
+        timing.update(self.tie_order.stats)
         return picks
-
-    def _spread_variants(self, ranked: List) -> List:
-        """A capped batch's ranked draft with each geometry's members that the analyzer estimates
-        within ``cold_variant_band`` of each other taken in turn over their fetch widths and fragment
-        arrangements together (geometry.spread_variants)."""
-        from ..analysis import operand_fetch_bytes
-        from .arrangement import fragment_arrangement
-        from .geometry import spread_variants
-
-        band = self.params["cold_variant_band"]
-        if band <= 0:
-            return ranked
-        facts = self.facts
-        def tie_factors(sch):
-            return operand_fetch_bytes(facts.estimate(sch).features), fragment_arrangement(sch.trace)
-
-        return spread_variants(ranked, facts.geometry, tie_factors, lambda s: facts.estimate(s).latency_s, band)
 
     def _widen_fetches(self, picks: List, excluded: set, kept: frozenset = frozenset()):
         from .fetch_width import widen_narrow_picks
