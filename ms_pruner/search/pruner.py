@@ -16,7 +16,8 @@ One round (``generate_measure_candidates``; docs/search.md has every parameter):
    ``eps_greedy`` random share, and from round ``droplet_after`` on the best-ranked Droplet
    neighbours of the best measured schedule (droplet.py). A cold batch on a GPU is spread over
    kernel geometries, each taking its fetch-width variants and arrangements that the analyzer
-   estimates as ties in turn (geometry.py), and its narrow operand fetches are widened (fetch_width.py).
+   estimates as ties in turn (geometry.py), those ptxas allots fewer registers first (tie_order.py),
+   and its narrow operand fetches are widened (fetch_width.py).
 4. Nothing measured before (same structural hash) is proposed again.
 
 On a GPU the cold round measures only ``cold_batch_share`` (half) of a batch; the round after it,
