@@ -17,8 +17,9 @@ import statistics
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Hashable, List, Optional, Tuple
 
-# Registers under the ties' median a member must be to go first: the matmul's low cells are 7-30
-# under it, the conv2d layer's ties spread over a few registers either side of theirs.
+# Registers under the ties' median a member must be to go first: the matmul's low cells are 8-30
+# under it (one at 239, 5 under, is not taken); the conv2d layer's ties (146-205 registers in the H100
+# records) put 0-6 of a cold round's there.
 REGISTER_MARGIN = 8
 
 
