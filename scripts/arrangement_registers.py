@@ -25,14 +25,13 @@ def record_table(record, measured_s: float) -> dict:
     from ms_pruner.analysis import StaticAnalyzer, operand_fetch_bytes, ptxas_checks, replay_record
     from ms_pruner.search import DesignSpace, decision_values
     from ms_pruner.search.arrangement import arrangement_name, arrangement_variant_traces, fragment_arrangement
-    from ms_pruner.search.fetch_width import wide_fetch_variant_traces
+    from ms_pruner.search.fetch_width import with_wide_fetch_variants
 
     start = replay_record(record)
     analyzer = StaticAnalyzer.for_target(record.target)
     space = DesignSpace(record.workload.mod, record.target)
     own = start.trace.simplified(remove_postproc=True)
-    traces = [variant for trace in [own] + arrangement_variant_traces(own)
-              for variant in [trace] + wide_fetch_variant_traces(trace)]
+    traces = with_wide_fetch_variants([own] + arrangement_variant_traces(own))
     schedules = space.replay_valid(traces, random.Random(0))
     cells, estimates = collections.defaultdict(dict), []
     began = time.perf_counter()

@@ -17,7 +17,7 @@ from typing import Optional
 from .cuda_binary import compile_cuda_to_cubin, device_module_formats, replace_cuda_sources
 from .runner_args import cached_alloc_argument, forget_cached_arguments
 from .resources import KernelResources, candidate_resources, cuda_source_resources, parse_ptxas_report
-from .cuda_compile import compile_with_nvcc, cuda_compile_scope, cuda_runtime_loaded, use_nvcc_for_cuda
+from .cuda_compile import compile_with_nvcc, cuda_compile_scope, cuda_runtime_loaded
 from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, cuda_sources,
                      export_candidate, lower_candidate)
 
@@ -109,5 +109,4 @@ __all__ = [
     "parse_ptxas_report",
     "replace_cuda_sources",
     "start_builder_workers",
-    "use_nvcc_for_cuda",
 ]

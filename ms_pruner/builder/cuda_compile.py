@@ -41,21 +41,6 @@ def compile_with_nvcc(source: str, *_unused) -> bytes:
     return bytes(nvcc.compile_cuda(source, target_format="cubin", compiler="nvcc"))
 
 
-def use_nvcc_for_cuda() -> bool:
-    """Make :func:`compile_with_nvcc` TVM's CUDA compile callback; False when the user picked one.
-
-    ``TVM_CUDA_COMPILE_MODE`` set (``nvrtc`` with cuda-bindings installed, or ``nvcc``) leaves
-    TVM's own callback in place. Prefer :func:`cuda_compile_scope`, which puts the previous one back.
-    """
-    if os.environ.get(COMPILE_MODE_ENV):
-        return False
-    import tvm_ffi
-    from tvm.support import nvcc  # noqa: F401  (registers TVM's callback first, so ours overrides it)
-
-    tvm_ffi.register_global_func(CALLBACK_NAME, compile_with_nvcc, override=True)
-    return True
-
-
 @contextlib.contextmanager
 def compile_callback(func):
     """``func`` as TVM's CUDA compile callback while open, the callback before it put back on exit."""
@@ -76,8 +61,9 @@ def compile_callback(func):
 @contextlib.contextmanager
 def cuda_compile_scope(target, use_nvcc: bool = True):
     """Context for ``tvm.compile``/``compile_relax``: for a CUDA target, the target as
-    ``Target.current()`` (the arch the callback compiles for) and, with ``use_nvcc`` (and no
-    ``TVM_CUDA_COMPILE_MODE`` chosen), our callback (``compile_callback``); a no-op for other targets."""
+    ``Target.current()`` (the arch the callback compiles for) and, with ``use_nvcc``, our callback
+    (``compile_callback``), unless ``TVM_CUDA_COMPILE_MODE`` (``nvrtc`` with cuda-bindings installed,
+    or ``nvcc``) chose TVM's own; a no-op for other targets."""
     if target.kind.name != "cuda":
         yield
         return

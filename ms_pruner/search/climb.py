@@ -26,7 +26,7 @@ from typing import Callable, Dict, Hashable, List, Optional, Tuple
 
 from .arrangement import arrangement_variant_traces, warp_tile_splits
 from .droplet import neighbour_decisions, tile_decisions
-from .fetch_width import decisions_but_operand_fetches, wide_fetch_variant_traces
+from .fetch_width import decisions_but_operand_fetches, wide_fetch_variant_traces, with_wide_fetch_variants
 
 
 def tile_moves(trace) -> List:
@@ -178,5 +178,4 @@ def cold_climb(draft: List, space, latency: Callable, geometry: Callable, key_of
     variants = replayed([variant for sch in ends for variant in wide_fetch_variant_traces(sch.trace)])
     rearranged = [trace for sch in best_of_best_geometries(draft + climbed, latency, geometry, arranged)
                   for trace in arrangement_variant_traces(sch.trace)]
-    return climbed, variants, replayed([variant for trace in rearranged
-                                        for variant in [trace] + wide_fetch_variant_traces(trace)])
+    return climbed, variants, replayed(with_wide_fetch_variants(rearranged))

@@ -69,6 +69,11 @@ def wide_fetch_variant_traces(trace, widest: int = 2) -> List:
     return traces
 
 
+def with_wide_fetch_variants(traces: List) -> List:
+    """Each of ``traces`` followed by its wide fetch-width variants (``wide_fetch_variant_traces``)."""
+    return [variant for trace in traces for variant in [trace] + wide_fetch_variant_traces(trace)]
+
+
 def widest_fetch_variant(space, trace, seed: int) -> Optional[object]:
     """``trace`` replayed with every cooperative fetch at its widest vector length, or, when that
     does not pass the postprocessors, one candidate narrower at a time (never narrower than the
