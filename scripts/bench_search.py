@@ -15,9 +15,10 @@ The figures are search seconds (what DEVELOPERS.md's "search 28-34 s per round" 
 counts), plus cost-model update seconds for the warm case.
 
 Where PrunerSearch's cold round measures part of its batch (on a GPU target, docs/search.md), its
-follow-up round is timed too. It needs one measured schedule whose Droplet neighbours it builds,
-so the strategy is told that the pick the analyzer estimates fastest ran in its estimated time (a
-stand-in that only decides whose neighbours are built; the other picks are "not measured").
+follow-up rounds (``follow_up_slices``) are timed too. They need one measured schedule whose Droplet
+neighbours they build, so the strategy is told that the pick the analyzer estimates fastest ran in
+its estimated time (a stand-in that only decides whose neighbours are built; the other picks are
+"not measured").
 
     python scripts/bench_search.py --workload conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32 --gpu h100
 
@@ -91,10 +92,11 @@ def search_rounds(strategy: str, mod, target, records, schedules, latency, warm:
         if ptxas:
             entry["rounds"][-1]["registers"] = pick_registers(candidates, target)
         results = [RunnerResult(run_secs=None, error_msg=NOT_MEASURED) for _ in candidates]
-        if not warm and split and len(entry["rounds"]) == 1 and 0 < len(candidates) < per_iter:
-            planned = 2  # a cold round that measures part of its batch: time its follow-up as well
-            stand_in = _best_estimated(candidates, target)
-            results[stand_in[0]] = RunnerResult(run_secs=[stand_in[1]], error_msg=None)
+        if not warm and split and split[-1].get("follow_up_due"):
+            planned += 1  # a round that left part of its batch to a follow-up round: time that one as well
+            if len(entry["rounds"]) == 1:
+                stand_in = _best_estimated(candidates, target)
+                results[stand_in[0]] = RunnerResult(run_secs=[stand_in[1]], error_msg=None)
         context.search_strategy.notify_runner_results(candidates, results)
     return entry
 

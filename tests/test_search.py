@@ -348,13 +348,14 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
     assert spread > 0, "some geometry's picks should cover tied variants"
 
 
-def test_gpu_follow_up_measures_the_rest_of_the_cold_batch_around_its_best(tensor_intrinsics):
-    """A GPU cold round measures half a batch; with its results in, the follow-up round measures the
-    other half without sampling or evolving: half of it neighbours of the best measured schedule (one
-    decision apart), the rest the cold draft's unpicked members, under a geometry cap spanning both
-    halves; nothing measured twice, and no follow-up left pending. No GPU here: the latencies
-    fed back are the analyzer's estimates, standing in for a runner's; what the strategy does with
-    them is what is checked."""
+def test_gpu_follow_up_measures_the_rest_of_the_cold_batch_around_its_best_in_slices(tensor_intrinsics):
+    """A GPU cold round measures half a batch; with its results in, the follow-up measures the other
+    half in two rounds (``follow_up_slices``) without sampling or evolving: half of each slice
+    neighbours of the best schedule measured so far (one decision apart), the rest the cold draft's
+    unpicked members, under a geometry cap spanning the whole batch; each round logs what the next
+    owes; nothing measured twice, and nothing left pending. No GPU here: the latencies fed back are
+    the analyzer's estimates, standing in for a runner's; what the strategy does with them is what
+    is checked."""
     import tvm_ffi
     from tvm.s_tir.meta_schedule.runner import RunnerResult
 
@@ -362,25 +363,37 @@ def test_gpu_follow_up_measures_the_rest_of_the_cold_batch_around_its_best(tenso
 
     strategy, context = _cold_h100_round()
     searched = strategy._inst
-    cold = list(context.search_strategy.generate_measure_candidates())
-    assert len(cold) == 8 and "follow_up" not in strategy.timings[-1]
-    latency = [searched.analyzer.estimate(c.sch.mod).latency_s for c in cold]
-    context.search_strategy.notify_runner_results(cold, [RunnerResult(run_secs=[s], error_msg=None) for s in latency])
-    best = cold[latency.index(min(latency))]
+    measured, latencies = [], []
 
-    follow = list(context.search_strategy.generate_measure_candidates())
-    timing = strategy.timings[-1]
-    assert timing["follow_up"] and timing["round"] == 1 and len(follow) == 8
-    assert timing["population"] == 0 and timing["sample_s"] == 0 and timing["draft"] > 0 and timing["droplet"] >= 4
-    keys = [int(tvm_ffi.structural_hash(c.sch.mod)) for c in cold + follow]
+    def measure(candidates):
+        latency = [searched.analyzer.estimate(c.sch.mod).latency_s for c in candidates]
+        context.search_strategy.notify_runner_results(
+            candidates, [RunnerResult(run_secs=[s], error_msg=None) for s in latency])
+        measured.extend(candidates)
+        latencies.extend(latency)
+
+    cold = list(context.search_strategy.generate_measure_candidates())
+    assert len(cold) == 8 and "follow_up" not in strategy.timings[-1] and strategy.timings[-1]["follow_up_due"] == 4
+    measure(cold)
+    slices = []
+    for number, due in ((1, 4), (2, None)):
+        best = measured[latencies.index(min(latencies))]
+        follow = list(context.search_strategy.generate_measure_candidates())
+        timing = strategy.timings[-1]
+        assert timing["follow_up"] and timing["round"] == number and len(follow) == 4
+        assert timing.get("follow_up_due") == due
+        assert timing["population"] == 0 and timing["sample_s"] == 0 and timing["draft"] > 0 and timing["droplet"] >= 2
+        base = decision_values(best.sch.trace)
+        one_apart = [c for c in follow if steps_apart(decision_values(c.sch.trace), base) == 1]
+        assert len(one_apart) >= 2, "half of each slice is the best's Droplet neighbours"
+        slices.append((follow, one_apart))
+        measure(follow)
+    keys = [int(tvm_ffi.structural_hash(c.sch.mod)) for c in measured]
     assert len(set(keys)) == 16
-    base = decision_values(best.sch.trace)
-    one_apart = [c for c in follow if steps_apart(decision_values(c.sch.trace), base) == 1]
-    assert len(one_apart) >= 4, "half the follow-up is the best's Droplet neighbours"
-    # The cap (half of the 16) spans both halves; each half may add its eps-greedy random pick.
-    others = [c for c in cold + follow if not any(c is n for n in one_apart)]
+    # The cap (half of the 16) spans the batch; each of its three rounds may add its eps-greedy random pick.
+    others = cold + [c for follow, one_apart in slices for c in follow if not any(c is n for n in one_apart)]
     per_geometry = collections.Counter(searched.facts.geometry(c.sch) for c in others)
-    assert max(per_geometry.values()) <= 8 + 2, per_geometry
+    assert max(per_geometry.values()) <= 8 + 3, per_geometry
     assert searched.follow_up is None
 
 
@@ -407,7 +420,7 @@ def test_gpu_cold_half_that_measured_nothing_leaves_its_rest_to_one_cold_round(t
 
 def test_split_cold_batch_then_a_resumed_call_on_llvm(tmp_path):
     """``cold_batch_share=0.5`` with the real builder and runner: the cold round measures half a
-    batch, the follow-up the other half (no sampling; neighbours of the best), then whole rounds; a
+    batch, the follow-up the other half in two slices (no sampling; neighbours of the best), then whole rounds; a
     resumed call goes on counting rounds, so Droplet (from round ``droplet_after`` = 2) is on at once."""
     from tvm.s_tir import meta_schedule as ms
 
@@ -430,10 +443,10 @@ def test_split_cold_batch_then_a_resumed_call_on_llvm(tmp_path):
         return timings
 
     first = tune(16)
-    assert [t["picked"] for t in first] == [4, 4, 8]
-    assert [bool(t.get("follow_up")) for t in first] == [False, True, False]
-    assert [t.get("follow_up_due") for t in first] == [4, None, None]
-    assert first[1]["population"] == 0 and first[1]["droplet"] > 0 and first[2]["population"] > 0
+    assert [t["picked"] for t in first] == [4, 2, 2, 8]
+    assert [bool(t.get("follow_up")) for t in first] == [False, True, True, False]
+    assert [t.get("follow_up_due") for t in first] == [2, 2, None, None]
+    assert all(t["population"] == 0 and t["droplet"] > 0 for t in first[1:3]) and first[3]["population"] > 0
     resumed = tune(8)
     assert resumed[0]["round"] == 2 and resumed[0]["droplet"] > 0 and not resumed[0].get("follow_up")
     records, hashes = _distinct_schedules(str(tmp_path), workload)
@@ -442,9 +455,10 @@ def test_split_cold_batch_then_a_resumed_call_on_llvm(tmp_path):
 
 def test_a_call_resumed_after_the_cold_half_measures_the_rest_of_its_batch_first(tmp_path):
     """A lent GPU's call can end between the cold half and its follow-up (a time limit with no time
-    for the follow-up). The next call finds the cold half's records alone: its first round is the
-    follow-up, the rest of that batch (a warm draft standing in for the cold draft the last process
-    held, and neighbours of the best), so the run's batches stay aligned with stock's; then whole ones."""
+    for the follow-up). The next call finds the cold half's records alone: its first rounds are the
+    follow-up's two slices, the rest of that batch (a warm draft standing in for the cold draft the
+    last process held, and neighbours of the best), so the run's batches stay aligned with stock's;
+    then whole ones."""
     from ms_pruner.cost_model import PaCM
     from ms_pruner.hardware import llvm_target
     from ms_pruner.search import PrunerSearch
@@ -468,9 +482,9 @@ def test_a_call_resumed_after_the_cold_half_measures_the_rest_of_its_batch_first
         return timings
 
     first = tune(16, time_limit=0.5)
-    assert [(t["picked"], t.get("follow_up_due")) for t in first] == [(4, 4)]
+    assert [(t["picked"], t.get("follow_up_due")) for t in first] == [(4, 2)]
     resumed = tune(16)
-    assert [(t["picked"], bool(t.get("follow_up"))) for t in resumed] == [(4, True), (8, False)]
+    assert [(t["picked"], bool(t.get("follow_up"))) for t in resumed] == [(2, True), (2, True), (8, False)]
     assert resumed[0]["round"] == 1 and resumed[0]["population"] > 0 and resumed[0]["droplet"] > 0
     records, hashes = _distinct_schedules(str(tmp_path), workload)
     assert len(records) == 16 and len(set(hashes)) == 16
@@ -896,3 +910,24 @@ def test_pruner_search_carries_its_own_moa_model(tmp_path):
     assert [t["verifier_records"] for t in timings] == [4, 8]
     # Resumed in the same work dir: the fresh MoA model first learns the 8 records already measured.
     assert [t["verifier_records"] for t in tune(4)] == [12]
+
+
+def test_follow_up_slices_and_what_a_resumed_call_still_owes():
+    """The rest of a split batch in even slices, larger first; a call resumed inside the first batch
+    owes the slices not yet measured (the first shortened by trials past a slice's end), and nothing
+    once the batch is complete or was never split; the geometry counts grow with each slice's picks."""
+    from ms_pruner.search.follow_up import FollowUp, resumed_follow_up, slice_sizes
+
+    assert slice_sizes(32, 2) == [16, 16] and slice_sizes(5, 2) == [3, 2] and slice_sizes(1, 3) == [1]
+    assert slice_sizes(32, 1) == [32] and slice_sizes(7, 0) == [7]
+    assert resumed_follow_up(64, 32, 32, 2, ["a"]).sizes == [16, 16]
+    assert resumed_follow_up(64, 32, 48, 2, ["a"]).sizes == [16]
+    assert resumed_follow_up(64, 32, 40, 2, ["a"]).sizes == [8, 16]
+    resumed = resumed_follow_up(64, 32, 56, 2, ["a", "a", "b"])
+    assert resumed.sizes == [8] and resumed.resumed and resumed.geometries == {"a": 2, "b": 1}
+    assert resumed_follow_up(64, 32, 64, 2, ["a"]) is None and resumed_follow_up(64, 32, 20, 2, ["a"]) is None
+    assert resumed_follow_up(64, 64, 40, 2, ["a"]) is None
+    pending = FollowUp([16, 16], collections.Counter({"a": 8}), resumed=True)
+    after = pending.after(["a", "b"])
+    assert after.sizes == [16] and after.geometries == {"a": 9, "b": 1} and not after.resumed and after.trials == 16
+    assert after.after(["b"]) is None

@@ -33,6 +33,7 @@ DEFAULTS = dict(
     cold_ptxas_ties=None,
     cold_batch_share=None,
     follow_up_droplet_share=0.5,
+    follow_up_slices=2,
     screen_samples=None,
     cold_samples=None,
 )

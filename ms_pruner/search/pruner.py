@@ -20,12 +20,11 @@ One round (``generate_measure_candidates``; docs/search.md has every parameter):
    and its narrow operand fetches are widened (fetch_width.py).
 4. Nothing measured before (same structural hash) is proposed again.
 
-On a GPU the cold round measures only ``cold_batch_share`` (half) of a batch; the round after it,
-the **follow-up**, measures the rest without sampling or evolving anything: the cold draft's
-unpicked members, ranked by the model that has just learned the first half, and the Droplet
-neighbours of the best schedule measured (``follow_up_droplet_share`` of it). The analyzer cannot
-tell apart the variants of its favourite geometry that measure a few percent apart; one decision
-moved from the best measured kernel can, and the first half's best comes back that much sooner.
+On a GPU the cold round measures only ``cold_batch_share`` (half) of a batch; the **follow-up**
+rounds (follow_up.py) measure the rest without sampling or evolving: the cold draft's unpicked
+members, ranked by the model that has learned the batch so far, and the Droplet neighbours of the
+best measured. The analyzer cannot tell apart the variants of its favourite geometry that measure
+a few percent apart; one decision moved from the best measured kernel can.
 """
 
 from __future__ import annotations
@@ -45,6 +44,7 @@ from ..tuning.records import mean_latency, measure_candidate, measured_batch, re
 from .batch import BatchRules, compose_batch
 from .candidates import CandidateFacts, structural_key
 from .defaults import DEFAULTS, MIN_FRESH_SAMPLES, for_target
+from .follow_up import FollowUp, resumed_follow_up, slice_sizes
 from .same_kernel import SameKernels
 from .tie_order import TieOrder
 
@@ -83,6 +83,7 @@ class PrunerSearch(PySearchStrategy):
                  cold_ptxas_ties: Optional[int] = DEFAULTS["cold_ptxas_ties"],
                  cold_batch_share: Optional[float] = DEFAULTS["cold_batch_share"],
                  follow_up_droplet_share: float = DEFAULTS["follow_up_droplet_share"],
+                 follow_up_slices: int = DEFAULTS["follow_up_slices"],
                  screen_samples: Optional[bool] = DEFAULTS["screen_samples"],
                  cold_samples: Optional[int] = DEFAULTS["cold_samples"], seed: int = 0,
                  pretrained: Optional[str] = None, momentum: float = 0.9, timings: Optional[list] = None):
@@ -98,7 +99,7 @@ class PrunerSearch(PySearchStrategy):
         self.space = None
         self.analyzer = None
         self.settings = None  # the parameters that depend on the kind of target, resolved (defaults.py)
-        self.follow_up = None  # what the cold round left for the follow-up round to measure
+        self.follow_up = None  # what the cold round left for the follow-up rounds to measure (follow_up.py)
         self.sampler = None  # fresh samples screened against VerifyGPUCode's limits (screen.py), on a GPU
         self.facts = None  # each schedule's hash, estimate and geometry, found once a round (candidates.py)
         self.tie_order = None  # how a capped batch orders a geometry's ties (tie_order.py)
@@ -157,11 +158,10 @@ class PrunerSearch(PySearchStrategy):
         # count too (get_top_k leaves them out).
         tried = len(records_for(self.database, self.context.mod, self.context.target))
         self.round = -(-max(tried, len(self.measured)) // max(1, self.per_iter))
-        cold_half = max(1, int(round(self.per_iter * self.settings.cold_batch_share)))
-        if schedules and tried == cold_half < self.per_iter:
-            # The earlier call ended between a cold half and its follow-up: this one measures the rest first.
-            self.follow_up = {"size": self.per_iter - cold_half, "resumed": True,
-                              "geometries": collections.Counter(self.facts.geometry(s) for s in schedules)}
+        if schedules:
+            # An earlier call that ended inside the first batch, after its cold half: this one measures the rest first.
+            self.follow_up = resumed_follow_up(self.per_iter, self._cold_trials(self.per_iter), tried,
+                                               self.params["follow_up_slices"], map(self.facts.geometry, schedules))
         if self.own_model is not None and schedules:  # a resumed run: the MoA model learns what was measured
             self.own_model.update(self.context, *measured_batch(schedules, latencies))
 
@@ -192,12 +192,15 @@ class PrunerSearch(PySearchStrategy):
         timing, picks = dict(header), []
         before = self._round_counters()
         if follow_up is not None and self.best is not None:
-            picks = self._follow_up_round(follow_up, min(follow_up["size"], left), timing)
+            picks = self._follow_up_round(follow_up, min(follow_up.sizes[0], left), timing)
+            self.follow_up = follow_up.after(map(self.facts.geometry, picks)) if picks else None
+            if self.follow_up is not None:
+                timing["follow_up_due"] = self.follow_up.sizes[0]
         if not picks:  # no follow-up due, or nothing left to follow up with: search anew
             timing = dict(header)
             # A cold half that measured nothing valid leaves no best to follow up: the rest of its
             # batch is searched cold at once, not halved again.
-            batch = min(follow_up["size"] if follow_up is not None else self.per_iter, left)
+            batch = min(follow_up.trials if follow_up is not None else self.per_iter, left)
             picks = self._searched_round(batch, timing, split=follow_up is None)
         timing["picked"] = len(picks)
         timing.update({k: v - before[k] for k, v in self._round_counters().items()})
@@ -216,7 +219,7 @@ class PrunerSearch(PySearchStrategy):
         cold = self.best is None
         full_batch = batch
         if cold and split:
-            batch = max(1, int(round(batch * self.settings.cold_batch_share)))
+            batch = self._cold_trials(batch)
         draft = self._draft(cold, batch, timing)
         droplet = self._droplet(timing, self.round >= self.params["droplet_after"])
         start = time.perf_counter()
@@ -229,10 +232,13 @@ class PrunerSearch(PySearchStrategy):
             picks, timing["widened"] = self._widen_fetches(picks, self.measured)
             timing["widen_s"] = time.perf_counter() - start
         if cold and picks and batch < full_batch:
-            self.follow_up = {"size": full_batch - len(picks),
-                              "geometries": collections.Counter(self.facts.geometry(s) for s in picks)}
-            timing["follow_up_due"] = self.follow_up["size"]
+            self.follow_up = FollowUp(slice_sizes(full_batch - len(picks), self.params["follow_up_slices"]),
+                                      collections.Counter(map(self.facts.geometry, picks)))
+            timing["follow_up_due"] = self.follow_up.sizes[0]
         return picks
+
+    def _cold_trials(self, batch: int) -> int:
+        return max(1, int(round(batch * self.settings.cold_batch_share)))
 
     def _draft(self, cold: bool, batch: int, timing: dict) -> List:
         """Sample the population, evolve it with the analyzer, and in a cold round climb from the
@@ -257,18 +263,19 @@ class PrunerSearch(PySearchStrategy):
             timing["arrangement_variants"] = len(arranged)
         return draft
 
-    def _follow_up_round(self, pending: dict, batch: int, timing: dict) -> List:
-        """The rest of a cold batch: no sampling or evolution, the cold draft's unpicked members
-        ranked by the model that learned the first part, and the best measured's neighbours.
+    def _follow_up_round(self, pending: FollowUp, batch: int, timing: dict) -> List:
+        """A slice of the rest of a cold batch: no sampling or evolution, the cold draft's unpicked
+        members ranked by the model that learned what the batch measured so far, and the best
+        measured's neighbours.
 
         Its draft picks are still chosen mostly by the analyzer (an untrained PaCM ranks as it
         does), so the geometry cap spans the whole split batch and narrow fetches are widened, as
         in the cold round; a neighbour is measured as built, its one changed decision being the point.
-        A call that resumes a run cut between its cold half and the follow-up (``pre_tuning``) has
-        no cold draft: a warm draft stands in, with the same rules.
+        A call that resumes a run cut after its cold half (``pre_tuning``) has no cold draft: a warm
+        draft stands in, with the same rules.
         """
         timing["follow_up"] = True
-        if pending.get("resumed"):  # a new process carries no draft over: a warm one stands in for it
+        if pending.resumed:  # a new process carries no draft over: a warm one stands in for it
             self.facts.new_round()
             draft = self._draft(False, batch, timing)
         else:
@@ -277,7 +284,7 @@ class PrunerSearch(PySearchStrategy):
         droplet = self._droplet(timing, True)
         start = time.perf_counter()
         rules = BatchRules(batch, self.params["follow_up_droplet_share"], self.params["eps_greedy"],
-                           self._cold_geometry_cap(self.per_iter), pending["geometries"])
+                           self._cold_geometry_cap(self.per_iter), pending.geometries)
         picks = self._select(draft, droplet, rules, timing)
         timing["verify_s"] = time.perf_counter() - start
         if self.settings.widen_cold_fetches:

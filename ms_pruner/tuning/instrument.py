@@ -52,8 +52,9 @@ def round_seconds(timing: dict) -> float:
 
 
 def follow_up_seconds(timing: dict) -> Optional[float]:
-    """For a logged round that measured part of its batch and left the rest to a follow-up round:
-    that round's seconds scaled to the rest (the follow-up also searches less); None otherwise."""
+    """For a logged round that left part of its batch to a follow-up round (PrunerSearch's cold half,
+    or a follow-up slice before the last): that round's seconds scaled to the next round's trials
+    (``follow_up_due``; a follow-up searches less than a cold round); None otherwise."""
     due = int((timing.get("strategy") or {}).get("follow_up_due", 0))
     trials = int(timing.get("trials", 0))
     return round_seconds(timing) * due / trials if due > 0 and trials > 0 else None
