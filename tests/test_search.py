@@ -387,6 +387,8 @@ def test_gpu_follow_up_measures_the_rest_of_the_cold_batch_around_its_best_in_sl
         one_apart = [c for c in follow if steps_apart(decision_values(c.sch.trace), base) == 1]
         assert len(one_apart) >= 2, "half of each slice is the best's Droplet neighbours"
         slices.append((follow, one_apart))
+        if number == 1:  # the slice's Droplet neighbours count toward no geometry cap, now or in the next slice
+            assert sum(searched.follow_up.geometries.values()) < len(cold) + len(follow)
         measure(follow)
     keys = [int(tvm_ffi.structural_hash(c.sch.mod)) for c in measured]
     assert len(set(keys)) == 16

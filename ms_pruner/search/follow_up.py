@@ -18,9 +18,10 @@ from typing import Hashable, Iterable, List, Optional
 class FollowUp:
     """The follow-up rounds still due in one batch.
 
-    ``sizes``: the trials of each, next first. ``geometries``: how many picks of this batch each
-    kernel geometry holds so far (the cold geometry cap spans the whole batch). ``resumed``: a new
-    process picks the next slice, with no cold draft carried over (a warm draft stands in)."""
+    ``sizes``: the trials of each, next first. ``geometries``: how many of this batch's draft picks
+    (not Droplet neighbours) each kernel geometry holds so far; the cold geometry cap spans the
+    whole batch. ``resumed``: a new process picks the next slice, with no cold draft carried over
+    (a warm draft stands in; its counts are of every record measured)."""
 
     sizes: List[int]
     geometries: collections.Counter
@@ -31,8 +32,8 @@ class FollowUp:
         return sum(self.sizes)
 
     def after(self, picked_geometries: Iterable[Hashable]) -> Optional["FollowUp"]:
-        """What is due once the next slice is picked (``picked_geometries``, one per pick); None
-        when it was the last."""
+        """What is due once the next slice is picked (``picked_geometries``, one per draft pick);
+        None when it was the last."""
         if len(self.sizes) <= 1:
             return None
         return FollowUp(self.sizes[1:], self.geometries + collections.Counter(picked_geometries))

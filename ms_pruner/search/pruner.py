@@ -193,9 +193,6 @@ class PrunerSearch(PySearchStrategy):
         before = self._round_counters()
         if follow_up is not None and self.best is not None:
             picks = self._follow_up_round(follow_up, min(follow_up.sizes[0], left), timing)
-            self.follow_up = follow_up.after(map(self.facts.geometry, picks)) if picks else None
-            if self.follow_up is not None:
-                timing["follow_up_due"] = self.follow_up.sizes[0]
         if not picks:  # no follow-up due, or nothing left to follow up with: search anew
             timing = dict(header)
             # A cold half that measured nothing valid leaves no best to follow up: the rest of its
@@ -264,16 +261,13 @@ class PrunerSearch(PySearchStrategy):
         return draft
 
     def _follow_up_round(self, pending: FollowUp, batch: int, timing: dict) -> List:
-        """A slice of the rest of a cold batch: no sampling or evolution, the cold draft's unpicked
-        members ranked by the model that learned what the batch measured so far, and the best
-        measured's neighbours.
-
-        Its draft picks are still chosen mostly by the analyzer (an untrained PaCM ranks as it
-        does), so the geometry cap spans the whole split batch and narrow fetches are widened, as
-        in the cold round; a neighbour is measured as built, its one changed decision being the point.
-        A call that resumes a run cut after its cold half (``pre_tuning``) has no cold draft: a warm
-        draft stands in, with the same rules.
-        """
+        """A slice of the rest of a cold batch (the next one left due): no sampling or evolution,
+        the cold draft's unpicked members ranked by the model that learned the batch so far, and
+        the best measured's neighbours. Draft picks are still chosen mostly by the analyzer, so the
+        geometry cap spans the whole split batch and narrow fetches are widened, as in the cold
+        round; a neighbour is measured as built (its one changed decision is the point) and counts
+        toward no cap. A call resumed after a cold half (``pre_tuning``) has no cold draft: a warm
+        draft stands in, with the same rules."""
         timing["follow_up"] = True
         if pending.resumed:  # a new process carries no draft over: a warm one stands in for it
             self.facts.new_round()
@@ -287,11 +281,15 @@ class PrunerSearch(PySearchStrategy):
                            self._cold_geometry_cap(self.per_iter), pending.geometries)
         picks = self._select(draft, droplet, rules, timing)
         timing["verify_s"] = time.perf_counter() - start
+        neighbours = frozenset(self.facts.key(s) for s in droplet)
         if self.settings.widen_cold_fetches:
             start = time.perf_counter()
-            neighbours = frozenset(self.facts.key(s) for s in droplet)
             picks, timing["widened"] = self._widen_fetches(picks, self.measured | neighbours, kept=neighbours)
             timing["widen_s"] = time.perf_counter() - start
+        drafted = [self.facts.geometry(s) for s in picks if self.facts.key(s) not in neighbours]
+        self.follow_up = pending.after(drafted) if picks else None
+        if self.follow_up is not None:
+            timing["follow_up_due"] = self.follow_up.sizes[0]
         return picks
 
     def _counters(self, sampler: bool = True) -> dict:
