@@ -14,6 +14,8 @@ from __future__ import annotations
 import itertools
 from typing import List, Tuple
 
+from .droplet import innermost_bound
+
 WARP_LEVELS = (3, 4)
 
 
@@ -41,8 +43,7 @@ def arrangement_variant_traces(trace) -> List:
     base = trace.simplified(remove_postproc=True)
     splits = warp_tile_splits(base)
     own = [[int(x) for x in base.decisions[inst]] for inst in splits]
-    choices = [_splits_of(factors[3] * factors[4], int(inst.attrs[1]) if len(inst.attrs) > 1 else -1)
-               for inst, factors in zip(splits, own)]
+    choices = [_splits_of(factors[3] * factors[4], innermost_bound(inst)) for inst, factors in zip(splits, own)]
     traces = []
     for combination in itertools.product(*choices):
         if all(pair == (factors[3], factors[4]) for pair, factors in zip(combination, own)):

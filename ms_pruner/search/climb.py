@@ -25,7 +25,7 @@ import random
 from typing import Callable, Dict, Hashable, List, Optional, Tuple
 
 from .arrangement import arrangement_variant_traces, warp_tile_splits
-from .droplet import neighbour_decisions, tile_decisions
+from .droplet import innermost_bound, neighbour_decisions, tile_decisions
 from .fetch_width import decisions_but_operand_fetches, wide_fetch_variant_traces, with_wide_fetch_variants
 
 
@@ -65,7 +65,7 @@ def reshape_moves(trace, prime: int = 2) -> List[Tuple[Tuple, Tuple]]:
     moves = []
     for first, second in itertools.permutations(warp_tile_splits(trace), 2):
         own = [[int(x) for x in trace.decisions[inst]] for inst in (first, second)]
-        bounds = [int(inst.attrs[1]) if len(inst.attrs) > 1 else -1 for inst in (first, second)]
+        bounds = [innermost_bound(inst) for inst in (first, second)]
         for g, h in itertools.combinations(RESHAPE_GROUPS, 2):
             new_first = _moved(own[0], g, h, prime, bounds[0])
             new_second = _moved(own[1], h, g, prime, bounds[1])

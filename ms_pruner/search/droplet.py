@@ -25,6 +25,11 @@ def _prime_factors(value: int) -> List[int]:
     return factors
 
 
+def innermost_bound(inst) -> int:
+    """A ``SamplePerfectTile`` instruction's bound on its innermost factor (``max_innermost_factor``), -1 for none."""
+    return int(inst.attrs[1]) if len(inst.attrs) > 1 else -1
+
+
 def neighbour_decisions(trace) -> List[Tuple[object, object]]:
     """(instruction, new decision) pairs, each one step away from ``trace``'s decisions."""
     moves = []
@@ -32,7 +37,7 @@ def neighbour_decisions(trace) -> List[Tuple[object, object]]:
         kind = inst.kind.name
         if kind == "SamplePerfectTile":
             factors = [int(x) for x in decision]
-            max_innermost = int(inst.attrs[1]) if len(inst.attrs) > 1 else -1
+            max_innermost = innermost_bound(inst)
             for src in range(len(factors)):
                 for prime in _prime_factors(factors[src]):
                     for dst in range(len(factors)):
