@@ -173,3 +173,29 @@ print(sorted(set(sys.modules) - before))
     assert [m for m in imported if m.split(".")[0] in ("scipy", "sympy") or m.startswith(("torch._dynamo",
                                                                                            "torch._inductor"))] == []
     assert len(imported) <= 2, imported
+
+
+def test_a_resumed_call_warms_its_model_alike_on_any_number_of_threads(h100_runs, tensor_intrinsics):
+    """warmed_cost_model replays the earlier records on the tuning threads (tuning/resume.py): the
+    model learns the same records in the same order, so it ranks alike whatever the thread count."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.analysis.db_eval import replay_record
+    from ms_pruner.tuning.records import measured_batch, open_database, records_for
+    from ms_pruner.tuning.resume import warmed_cost_model
+
+    database = open_database(h100_runs("matmul_4096x4096x4096_float16_float32", "pruner"))
+    first = database.get_all_tuning_records()[0]
+    mod, target = first.workload.mod, first.target
+    measured = records_for(database, mod, target)
+    records, later = measured[:24], measured[24:48]
+    schedules = [replay_record(r) for r in later]
+    candidates, _ = measured_batch(schedules, [1.0] * len(schedules))
+    context = ms.TuneContext(mod=mod, target=target, task_name="main", num_threads=1)
+    scores = []
+    for threads in (1, 3):
+        model, learned = warmed_cost_model(PaCM(seed=0), mod, target, records, num_threads=threads)
+        assert learned == len(records) == 24
+        scores.append(np.asarray(model.predict(context, candidates)))
+    assert np.allclose(scores[0], scores[1])
+    assert np.ptp(scores[0]) > 0, "a model that learned the records tells them apart"

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import shutil
 import statistics
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Hashable, List, Optional, Tuple
+
+from ..threads import map_on_threads
 
 # Registers under the ties' median a member must be to go first: the matmul's low cells are 8-30
 # under it (one at 239, 5 under, is not taken); the conv2d layer's ties (146-205 registers in the H100
@@ -49,8 +50,7 @@ def first_kernel_resources(mods: List, target, threads: int) -> List[Optional[ob
             return None
 
     with reporting_cuda_compile(arch, reports):
-        with ThreadPoolExecutor(max(1, min(threads, len(mods)))) as pool:
-            return list(pool.map(one, mods))
+        return map_on_threads(one, mods, threads=threads)
 
 
 def fewer_registers_first(registers: List[Optional[int]], spills: List[bool],

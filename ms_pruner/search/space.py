@@ -11,6 +11,7 @@ import random
 from typing import Callable, List, Optional
 
 from ..intrinsics import register_tensor_intrinsics
+from ..threads import map_on_threads
 from .candidates import structural_key
 
 
@@ -76,24 +77,14 @@ class DesignSpace:
         return sch
 
     def replay_many(self, traces: List, seeds: List[int]) -> List:
-        """``replay`` of each trace with its seed, in order, on the tuning context's threads.
-
-        A replay is TVM C++ (the trace's schedule primitives and the postprocessors, which
-        MetaSchedule's own evolution applies from many threads at once), called through tvm_ffi,
-        which releases Python's GIL; so threads replay side by side, and the results do not depend
-        on how many there are.
-        """
+        """``replay`` of each trace with its seed, in order, on the tuning context's threads (a
+        replay is TVM C++, the primitives and postprocessors MetaSchedule's own evolution applies
+        from many threads at once: ms_pruner/threads.py)."""
         return self.on_threads(self.replay, traces, seeds)
 
     def on_threads(self, replay: Callable, traces: List, seeds: List[int]) -> List:
         """``replay(trace, seed)`` of each trace, in order, on the tuning context's threads."""
-        threads = min(len(traces), max(1, int(self.context.num_threads)))
-        if threads <= 1:
-            return [replay(trace, seed) for trace, seed in zip(traces, seeds)]
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(threads) as pool:
-            return list(pool.map(replay, traces, seeds))
+        return map_on_threads(replay, traces, seeds, threads=self.context.num_threads)
 
     def replay_valid(self, traces: List, rng: random.Random) -> List:
         """The schedules of ``traces`` that replay and pass the postprocessors, in order, each
