@@ -94,6 +94,7 @@ def warmed_cost_model(model, workload, target, records, num_threads: Optional[in
         model = ms.CostModel.create("xgb", num_tuning_cores=num_threads, tree_method="auto")
     if isinstance(model, str):
         return model, 0
+
     def replayed(record):
         try:
             return replay_record(record)
