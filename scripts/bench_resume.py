@@ -24,9 +24,11 @@ from _common import command_line, machine, tune_context, write_json  # noqa: E40
 
 def cut_database(db: str, records: int, into: str) -> str:
     """A copy of ``db`` holding its first ``records`` tuning records, in measurement order."""
-    shutil.copy(os.path.join(db, "database_workload.json"), into)
-    with open(os.path.join(db, "database_tuning_record.json"), encoding="utf-8") as source, \
-            open(os.path.join(into, "database_tuning_record.json"), "w", encoding="utf-8") as kept:
+    from ms_pruner.tuning.records import RECORD_FILE, WORKLOAD_FILE
+
+    shutil.copy(os.path.join(db, WORKLOAD_FILE), into)
+    with open(os.path.join(db, RECORD_FILE), encoding="utf-8") as source, \
+            open(os.path.join(into, RECORD_FILE), "w", encoding="utf-8") as kept:
         for _, line in zip(range(records), source):
             kept.write(line)
     return into

@@ -13,6 +13,7 @@ from typing import Iterable, Tuple
 
 from ..errors import UserError
 from .compare import read_report, summarize
+from .records import RECORD_FILE
 
 
 def restore_comparison(report_path: str, archive_path: str, out_dir: str, settings: dict,
@@ -58,7 +59,7 @@ def restore_comparison(report_path: str, archive_path: str, out_dir: str, settin
             archive.extractall(out_dir, filter="data")
     except (OSError, tarfile.TarError) as err:
         raise UserError(f"cannot unpack {archive_path}: {err}") from err
-    missing = [d for d in moved if not os.path.exists(os.path.join(d, "database_tuning_record.json"))]
+    missing = [d for d in moved if not os.path.exists(os.path.join(d, RECORD_FILE))]
     if missing:
         raise UserError(f"{archive_path} has no database for {missing[0]}")
     with open(os.path.join(out_dir, "compare.json"), "w", encoding="utf-8") as handle:
