@@ -78,9 +78,10 @@ def warmed_cost_model(model, workload, target, records, num_threads: Optional[in
     created as ``ms.tune_tir`` would.
 
     The schedules are the records' traces replayed with their postprocessing, as MetaSchedule
-    measured them, on ``num_threads`` threads (a resumed call's first round waits for them: 192
-    records took 5.5 s in one thread on 2-core AMD EPYC); failed runs go in as MetaSchedule stores
-    them (1e10 s). Other names ("random") come back unchanged, having nothing to learn.
+    measured them, on ``num_threads`` threads (a resumed call's first round waits for them: warming
+    on 192 records took 5.6-6.3 s in one thread on a 2-core AMD EPYC, docs/results/cpu/resume/);
+    failed runs go in as MetaSchedule stores them (1e10 s). Other names ("random") come back
+    unchanged, having nothing to learn.
     """
     from tvm.s_tir import meta_schedule as ms
 
