@@ -52,6 +52,7 @@ def cmd_tune(args) -> int:
         pretrained=args.pretrained,
         progress=not args.no_progress,
         cost_model=args.cost_model,
+        space=args.space,
     )
     if args.json:
         print(json.dumps(dict(vars(result), best_tflops=result.best_tflops, workload=workload.spec)))
@@ -191,11 +192,11 @@ def cmd_compare(args) -> int:
     machine = {"target": str(choice.target), "gpu": choice.gpu.marketing_name if choice.gpu else None,
                "cpu": choice.cpu.name if choice.cpu else None}
     command = "ms-pruner " + " ".join(args.argv)
-    settings = comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder)
+    settings = comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder, args.space)
     previous = {} if args.fresh else load_previous(args.out, settings)
     report = run_comparison(workloads, choice, args.trials, args.per_iter, args.out, seed=args.seed,
                             strategies=strategies, pretrained=args.pretrained, builder=args.builder,
-                            progress=not args.no_progress, previous=previous,
+                            progress=not args.no_progress, previous=previous, space=args.space,
                             on_run=lambda partial: write_outputs(partial, args.out, command, machine))
     for path in write_outputs(report, args.out, command, machine):
         print(f"wrote {path}")
@@ -229,7 +230,7 @@ def cmd_tune_model(args) -> int:
     result = tune_relax(relax_mod, None,
                         choice.target, work_dir, args.trials, strategy=args.strategy, seed=args.seed,
                         num_trials_per_iter=args.per_iter, pretrained=args.pretrained,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, space=args.space)
     outputs, seconds = run_executable(result.executable, choice.target, [example.numpy()])
     print(f"{args.model} ({spec.dtype} compute, input {tuple(spec.input_shape)}) on {choice.target.kind.name}: "
           f"{len(result.tasks)} tasks tuned with {args.strategy} ({args.trials} trials) in {work_dir}")
@@ -253,6 +254,14 @@ def cmd_tune_model(args) -> int:
         return 1
     print(f"  outputs match torch ({len(outputs)} output(s))")
     return 0
+
+
+def _add_space(parser) -> None:
+    from .space import SPACES
+
+    parser.add_argument("--space", default="auto", choices=SPACES,
+                        help="tensor-core rule families to search on a GPU: wmma, mma (pipelined mma.sync), "
+                             "all (both), auto (all on sm_80+ where the mma rule takes a block, else wmma)")
 
 
 def _add_time_limit(parser) -> None:
@@ -291,6 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--pretrained", default=None, help="pretrained PaCM model (ms-pruner train) for MoA")
     tune.add_argument("--cost-model", default=None, help="xgb | pacm, for --strategy stock (default xgb)")
     tune.add_argument("--no-progress", action="store_true")
+    _add_space(tune)
     _add_time_limit(tune)
     tune.add_argument("--json", action="store_true", help="print the result as one JSON object")
     tune.set_defaults(func=cmd_tune)
@@ -333,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=seed_value, default=0)
     compare.add_argument("--out", required=True, help="directory for compare.json/.md/.png and work dirs")
     compare.add_argument("--no-progress", action="store_true")
+    _add_space(compare)
     _add_time_limit(compare)
     compare.add_argument("--fresh", action="store_true",
                          help="ignore runs already in --out/compare.json instead of adding to them")
@@ -352,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--torch-compile", action=argparse.BooleanOptionalAction, default=True,
                        help="also time torch.compile (skipped with --no-torch-compile)")
     model.add_argument("--no-progress", action="store_true")
+    _add_space(model)
     _add_time_limit(model)
     model.set_defaults(func=cmd_tune_model)
 
@@ -370,6 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print the best record of each workload in a work dir")
     show.add_argument("--work-dir", required=True)
     show.set_defaults(func=cmd_show)
+
+    from .space.report import add_space_command
+
+    add_space_command(sub)
     return parser
 
 

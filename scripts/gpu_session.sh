@@ -23,6 +23,11 @@
 #   bash scripts/gpu_session.sh conv-replay       # issue 3: 128 random conv2d candidates + analyze
 #   bash scripts/gpu_session.sh models-stock      # issue 6: bert-layer + resnet-block, stock
 #   bash scripts/gpu_session.sh models-pruner     # issue 6: the same with Pruner -> models.md
+#   bash scripts/gpu_session.sh mma-ceiling       # issue 44: the GPU's mma.sync ceiling (scripts/mma_ceiling.py)
+#   bash scripts/gpu_session.sh mma-pruner        # issue 44: Pruner on the `all` space (WMMA + mma), the matmul
+#   bash scripts/gpu_session.sh mma-stock         # issue 44: stock MetaSchedule on `all`, same settings
+#   bash scripts/gpu_session.sh mma-more          # issue 44: fp16->fp16 matmul and BERT's dense_bias, both, on `all`
+#                                                 #   (the mma-* comparisons go to $KEEP/compare_all)
 #
 #   DEADLINE=$(( $(date +%s) + 570 )) bash scripts/gpu_session.sh queue matmul-stock matmul-pruner ...
 #       runs the steps in order until DEADLINE (epoch seconds), each under the time left, so one call
@@ -49,6 +54,10 @@ TARGET=${TARGET:-cuda}
 MM=${MM:-matmul:4096x4096x4096:float16:float32}
 CONV=${CONV:-conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32}
 ANALYZE=${ANALYZE:-1}
+SPACE=${SPACE:-wmma}  # the issue-5 comparisons searched WMMA alone; the mma-* steps set all
+COMPARE_DIR=${COMPARE_DIR:-compare}
+MM16=${MM16:-matmul:4096x4096x4096:float16:float16}
+FFN=${FFN:-dense_bias:2048x3072x768:float16:float32}
 mkdir -p "$KEEP" "$OUT"
 
 if [ "$step" = queue ]; then
@@ -77,7 +86,7 @@ compare() {  # $1: workloads (space-separated, run in that order), $2: strategie
     local workload strategy dir args=()
     for workload in $1; do args+=(--workload "$workload"); done
     ms compare "${args[@]}" --target "$TARGET" --trials "$TRIALS" --per-iter "$PER_ITER" --strategies "$2" --seed 0 \
-        --out "$KEEP/compare" --no-progress
+        --space "$SPACE" --out "$KEEP/$COMPARE_DIR" --no-progress
     local status=$?
     # Every record of each run with the analyzer's estimate, kernel geometry and fetch widths, in
     # measurement order (64 a round): how round 0 did by geometry and width (widened hedges), and the
@@ -85,7 +94,7 @@ compare() {  # $1: workloads (space-separated, run in that order), $2: strategie
     [ "$ANALYZE" = 1 ] || return "$status"
     for workload in $1; do
         for strategy in ${2//,/ }; do
-            for dir in "$KEEP/compare/work/${workload//:/_}/$strategy"-*; do
+            for dir in "$KEEP/$COMPARE_DIR/work/${workload//:/_}/$strategy"-*; do
                 [ -s "$dir/database_tuning_record.json" ] && python3 -m ms_pruner analyze --db "$dir" --json > "$dir.analyze.json" &&
                     python3 scripts/geometry_report.py "$dir.analyze.json" --per-round "$PER_ITER" > "$dir.geometry.md"
             done
@@ -149,6 +158,10 @@ models() {
             ms tune "$CONV" --target "$TARGET" --strategy replay --trials "${REPLAY_TRIALS:-128}" --per-iter "${REPLAY_PER_ITER:-64}" --seed 0 \
                 --work-dir "$KEEP/conv_replay" --no-progress
             python3 -m ms_pruner analyze --db "$KEEP/conv_replay" --json > "$KEEP/conv_replay_analyze.json" ;;
+        mma-ceiling) python3 scripts/mma_ceiling.py --out "$KEEP/mma_ceiling.json" ;;
+        mma-pruner) SPACE=all COMPARE_DIR=compare_all compare "$MM" pruner ;;
+        mma-stock) SPACE=all COMPARE_DIR=compare_all compare "$MM" stock ;;
+        mma-more) SPACE=all COMPARE_DIR=compare_all compare "$MM16 $FFN" pruner,stock ;;
         models-stock) models stock ;;
         models-pruner)
             models pruner
@@ -165,9 +178,12 @@ models() {
 # beside them the session log and the comparison.
 [ ! -d "$KEEP/compare/work" ] || (cd "$KEEP/compare" &&
     find work -type f \( -name '*.json' -o -name '*.jsonl' \) -print | tar czf "$OUT/work.tgz" -T -)
+[ ! -d "$KEEP/compare_all/work" ] || (cd "$KEEP/compare_all" &&
+    find work -type f \( -name '*.json' -o -name '*.jsonl' \) -print | tar czf "$OUT/work_all.tgz" -T -)
 (cd "$KEEP" && find . -path ./out -prune -o -type f -size -16M ! -name '*.so' ! -name '*.cubin' ! -name '*.tar' \
     ! -name '*.tgz' -print | tar czf "$OUT/keep.tgz" -T -)
-for name in session.log calibrate.json compare/compare.json compare/compare.md compare/compare.png; do
+for name in session.log calibrate.json mma_ceiling.json compare/compare.json compare/compare.md compare/compare.png \
+    compare_all/compare.json compare_all/compare.md; do
     [ ! -e "$KEEP/$name" ] || cp "$KEEP/$name" "$OUT/"
 done
 echo "wrote $(ls "$OUT" | tr '\n' ' ')to $OUT"

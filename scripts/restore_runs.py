@@ -29,6 +29,8 @@ def main() -> int:
     parser.add_argument("--per-iter", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--builder", default="pruner")
+    parser.add_argument("--space", default="auto", help="as compare --space (a comparison made before the space "
+                                                        "choice searched wmma)")
     parser.add_argument("--rerun", action="append", default=[], metavar="SPEC=STRATEGY",
                         help="make this finished run again (repeatable): matmul:4096x4096x4096:float16:float32=pruner")
     args = parser.parse_args()
@@ -40,7 +42,7 @@ def main() -> int:
     try:
         rerun = [_workload_and_strategy(text) for text in args.rerun]
         choice = resolve_target(args.target, args.gpu, require_device=True)
-        settings = comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder)
+        settings = comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder, args.space)
         report = restore_comparison(os.path.join(args.source, "compare", "compare.json"),
                                     os.path.join(args.source, "work.tgz"), args.out, settings, rerun)
     except UserError as err:

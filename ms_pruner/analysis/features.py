@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .tir_walk import BlockInfo, ProgramInfo
 
@@ -17,6 +17,10 @@ MMA_INTRINSICS = ("tvm_mma_sync", "ptx_mma")
 FRAGMENT_LOADS = ("tvm_load_matrix_sync", "ptx_ldmatrix")
 FRAGMENT_STORES = ("tvm_store_matrix_sync", "mma_store")
 BASE_REGISTERS = 24.0  # indices, pointers and loop counters of a tiled kernel
+# A software-pipelined kernel's further registers: the shared addresses of each stage's copies and
+# ldmatrix loads and the stage counters. With it, the spill call matched ptxas on 40 of 40 sampled
+# mma candidates of the 4096^3 matmul for the H100 (docs/analyzer.md).
+PIPELINED_EXTRA_REGISTERS = 24.0
 
 
 def is_shared(scope: str) -> bool:
@@ -79,6 +83,7 @@ class KernelFeatures:
     # it (the two sets do not live at once: smem_per_block is the larger sum).
     operand_tiles: Dict[str, float] = dataclasses.field(default_factory=dict)
     staging_tiles: Dict[str, float] = dataclasses.field(default_factory=dict)
+    pipeline_stages: int = 1  # copies of each operand tile a software pipeline keeps in flight (pipeline_shape)
 
 
 def _kernel_groups(program: ProgramInfo) -> Dict[int, List[BlockInfo]]:
@@ -103,7 +108,9 @@ def _serial_trips(block: BlockInfo) -> int:
     return trips
 
 
-def _copy_stream(block: BlockInfo, src, dst, warp_size: int) -> CopyStream:
+def _copy_stream(block: BlockInfo, src, dst, warp_size: int, block_threads: int = 1) -> CopyStream:
+    if block.auto_copy_lanes:
+        return _auto_copy_stream(block, src, dst, warp_size, block_threads)
     lanes = block.vector_lanes
     threads = max(1, block.executions // max(lanes, 1))
     access = block.access
@@ -136,6 +143,24 @@ def _copy_stream(block: BlockInfo, src, dst, warp_size: int) -> CopyStream:
     )
 
 
+def _auto_copy_stream(block: BlockInfo, src, dst, warp_size: int, block_threads: int) -> CopyStream:
+    """A copy TVM lowers for all the block's threads (``auto_copy``): each thread moves ``lanes``
+    contiguous elements at a time, so a warp request spans whole 128-byte lines; into the mma rule's
+    permuted layout and out of its accumulators the shared side is free of bank conflicts."""
+    lanes = block.auto_copy_lanes
+    elem = dst.dtype_bytes if is_shared(dst.scope) or dst.scope == "global" else src.dtype_bytes
+    bytes_total = block.executions * dst.elements * dst.dtype_bytes
+    per_request = lanes * elem * warp_size
+    tile_trips = max(1, -(-dst.elements // max(1, block_threads * lanes)))
+    return CopyStream(
+        name=block.name, src_scope=src.scope, dst_scope=dst.scope, bytes_total=bytes_total, elem_bytes=elem,
+        vector_lanes=lanes, warp_instructions=bytes_total / per_request, serial_iters=tile_trips,
+        unrolled=any(loop.unroll_max_step >= tile_trips for loop in block.loops),
+        sector_efficiency=1.0, lines_per_request=per_request / 128.0,
+        shared_wavefronts_per_request=per_request / 128.0, outer_trips=_outer_serial_trips(block),
+    )
+
+
 def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFeatures]:
     """One KernelFeatures per kernel (top-level loop nest) of a scheduled GPU program."""
     kernels = []
@@ -155,6 +180,8 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
         touched = set()
         frags_by_side: Dict[str, float] = {}
         frag_bytes = 512.0
+        operand_bytes = 0.0  # fragment bytes a warp loads in one trip of the fragment loop
+        versions, fragment_trips = pipeline_shape(blocks)
         for block in blocks:
             for access in block.reads + block.writes:
                 if access.scope == "global":
@@ -178,6 +205,7 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
                 side = "b" if block.writes[0].scope.endswith(("_b", "B")) else "a"
                 frags_by_side[side] = frags_by_side.get(side, 0.0) + block.own_extent
                 frag_bytes = block.writes[0].elements * block.writes[0].dtype_bytes
+                operand_bytes += block.own_extent * frag_bytes
                 main_trips = max(main_trips, _outer_serial_trips(block))
                 continue
             if any(n in FRAGMENT_STORES for n in names):
@@ -197,12 +225,13 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
                 cuda_flops += block.executions * block.float_ops
             if srcs and block.float_ops == 0 and len(srcs) == 1:
                 src = srcs[0]
-                stream = _copy_stream(block, src, dst, warp_size)
+                stream = _copy_stream(block, src, dst, warp_size, threads)
                 copies.append(stream)
                 if is_shared(dst.scope):
                     tiles = staging_tiles if is_fragment(src.scope) else operand_tiles
-                    tiles[dst.buffer] = max(tiles.get(dst.buffer, 0.0),
-                                            block.own_extent * dst.elements * dst.dtype_bytes * block.pad_ratio)
+                    copies_kept = versions if any(loop.pipelined for loop in block.loops[:block.own_start]) else 1
+                    tiles[dst.buffer] = max(tiles.get(dst.buffer, 0.0), copies_kept * block.own_extent
+                                            * dst.elements * dst.dtype_bytes * block.pad_ratio)
                     s_write += stream.bytes_total
                     main_trips = max(main_trips, _outer_serial_trips(block))
                 if is_shared(src.scope):
@@ -211,6 +240,9 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
                     g_read += block.executions * src.elements * src.dtype_bytes
                 if dst.scope == "global":
                     g_write += stream.bytes_total
+                    if is_fragment(src.scope):  # TVM's auto copy stages the warp's rows through shared memory
+                        staging_tiles[src.buffer] = max(staging_tiles.get(src.buffer, 0.0),
+                                                        _auto_copy_staging(src, dst, warps))
             else:
                 for src in srcs:
                     if src.scope == "global":
@@ -225,14 +257,19 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
         if mma_count:
             acc_tile = mma_shape[0] * mma_shape[1] * acc_bytes
             regs += acc_frags * acc_tile / warp_size / 4
-            regs += _live_operand_fragments(acc_frags, frags_by_side) * frag_bytes / warp_size / 4
+            if versions > 1:  # every fragment of an inner trip, twice where the fragment pipeline has two trips
+                buffered = 2 if fragment_trips > 1 else 1
+                regs += PIPELINED_EXTRA_REGISTERS + buffered * operand_bytes / warp_size / 4
+            else:
+                regs += _live_operand_fragments(acc_frags, frags_by_side) * frag_bytes / warp_size / 4
         global_bytes = sum(_buffer_bytes(program, name) for name in touched)
         kernels.append(
             KernelFeatures(
                 grid=grid,
                 threads_per_block=threads,
                 warps_per_block=warps,
-                smem_per_block=max(sum(operand_tiles.values()), sum(staging_tiles.values())),
+                smem_per_block=(merged_shared_bytes(operand_tiles, staging_tiles) if versions > 1 else
+                                max(sum(operand_tiles.values()), sum(staging_tiles.values()))),
                 regs_per_thread=regs,
                 mma_flops=mma_flops,
                 mma_count=mma_count,
@@ -255,9 +292,65 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
                 global_buffer_bytes=global_bytes,
                 operand_tiles=operand_tiles,
                 staging_tiles=staging_tiles,
+                pipeline_stages=versions,
             )
         )
     return kernels
+
+
+# The mma rule's pipelined reduction loop holds five statements: the two global->shared copies, then
+# the inner (fragment) pipeline's prologue, body and epilogue once InjectSoftwarePipeline has
+# expanded it. The prologue and, where the inner loop runs more than one trip, the body read the
+# shared tiles.
+PIPELINE_STATEMENTS = 5
+PROLOGUE, BODY = 2, 3
+AUTO_COPY_ROWS = 8  # rows of a warp's accumulator tile TVM's auto copy stages at a time
+
+
+def pipeline_shape(blocks: Sequence[BlockInfo]) -> Tuple[int, int]:
+    """(copies of each shared operand tile, trips of the inner fragment loop) of a software-pipelined
+    kernel; (1, 1) without a pipeline. TVM's InjectSoftwarePipeline keeps a tile's copies up to the
+    stage of the last statement that reads it minus the copies' stage (0), plus one; a pipeline of
+    another shape than the mma rule's keeps at most its stage span plus one."""
+    for block in blocks:
+        if not any(name in FRAGMENT_LOADS for name in block.intrinsics):
+            continue
+        loops = block.loops[:block.own_start] if block.own_start else block.loops
+        outer = next((i for i, loop in enumerate(loops) if loop.stages), None)
+        if outer is None:
+            continue
+        stages = loops[outer].stages
+        inner = next((loop for loop in loops[outer + 1:] if loop.stages), None)
+        trips = inner.extent if inner is not None else 1
+        if len(stages) != PIPELINE_STATEMENTS:
+            return max(stages) - min(stages) + 1, trips
+        last_reader = stages[BODY] if trips > 1 else stages[PROLOGUE]
+        return last_reader - min(stages[:PROLOGUE]) + 1, trips
+    return 1, 1
+
+
+MERGE_MATCH_RANGE = 16  # TVM's MergeSharedMemoryAllocations reuses a freed buffer within this size ratio
+
+
+def merged_shared_bytes(operand_tiles: Dict[str, float], staging_tiles: Dict[str, float]) -> float:
+    """Shared bytes a block allocates once TVM has merged its buffers: the output staging lives after
+    the main loop's operand tiles and takes the place of one of them where TVM's allocator reuses it
+    (a freed buffer at least as large and at most ``MERGE_MATCH_RANGE`` times larger), else it is
+    allocated beside them. Checked on pipelined mma kernels (docs/space.md); a WMMA kernel keeps the
+    larger of its two sums, the measure the screen's limits were fitted with."""
+    operands, staging = sum(operand_tiles.values()), sum(staging_tiles.values())
+    if not operands or not staging:
+        return max(operands, staging)
+    reused = any(staging <= size <= MERGE_MATCH_RANGE * staging for size in operand_tiles.values())
+    return max(operands, staging) if reused else operands + staging
+
+
+def _auto_copy_staging(src, dst, warps: int) -> float:
+    """Shared bytes TVM's auto copy of accumulators to global (the mma rule's epilogue) allocates: each
+    warp stages ``AUTO_COPY_ROWS`` rows of its tile at a time (measured on the lowered kernels of
+    sampled 4096^3 matmul candidates: scripts/space_report.py)."""
+    row = dst.shape[-1] if dst.shape else 1
+    return float(warps * AUTO_COPY_ROWS * row * src.dtype_bytes)
 
 
 def _live_operand_fragments(acc_frags: float, by_side: Dict[str, float]) -> float:

@@ -107,6 +107,18 @@ def blocks_per_sm(features: KernelFeatures, spec: GPUSpec) -> int:
     return max(0, min(limits))
 
 
+def _pipelined_wait_share(features: KernelFeatures, trips: int) -> float:
+    """Share of an L2 round trip and its two barriers a trip of a software-pipelined kernel waits for.
+
+    With S copies of each operand tile the asynchronous copy of tile t + S - 1 is in flight while
+    tile t is computed, so a copy has S - 1 tiles' compute to arrive in: a trip waits at most
+    1 / (S - 1) of the round trip. The copies and their barriers run once per tile, which may span
+    several trips of the fragment loop (its inner reduction loop)."""
+    fetches = [c for c in features.copies if c.src_scope == "global" and is_shared(c.dst_scope)]
+    tiles = min((c.outer_trips for c in fetches), default=trips)
+    return min(1.0, tiles / max(1, trips)) / max(1, features.pipeline_stages - 1)
+
+
 def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[int] = None) -> KernelEstimate:
     reason = check_limits(features, spec, max_smem)
     if reason is not None:
@@ -185,12 +197,15 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
     # copy instructions, index arithmetic included, back to back. The round trip stays on every
     # trip, also those that reuse a tile copied earlier: on the H100 the measured best tile with
     # its k loop split under the copy ran 615-665 us against 474 (tests/test_analysis.py).
-    copy_latency = spec.l2_latency_cycles + copy_issue_per_warp
-    # Each trip also waits on two barriers, a shared-memory load and its chain of dependent MMAs
-    # (the k-steps that accumulate into the same fragment).
+    copy_latency = spec.l2_latency_cycles + 2 * BARRIER_CYCLES
+    if features.pipeline_stages > 1:
+        copy_latency *= _pipelined_wait_share(features, trips)
+    copy_latency += copy_issue_per_warp
+    # Each trip also waits on a shared-memory load and its chain of dependent MMAs (the k-steps that
+    # accumulate into the same fragment).
     mma_per_warp_trip = features.mma_count / (block_trips * features.warps_per_block)
     chain = mma_per_warp_trip / max(1.0, features.acc_fragments_per_warp)
-    copy_latency += 2 * BARRIER_CYCLES + SHARED_LATENCY_CYCLES + chain * MMA_LATENCY_CYCLES
+    copy_latency += SHARED_LATENCY_CYCLES + chain * MMA_LATENCY_CYCLES
     # A spilled accumulator is reloaded before its MMA can issue: each such MMA of a warp's trip
     # waits one local-memory load (an L1 hit if the spill fits there, else L2).
     spill_latency = L1_LATENCY_CYCLES if spill_in_l1 else spec.l2_latency_cycles

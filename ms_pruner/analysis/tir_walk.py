@@ -16,6 +16,7 @@ from .access import WarpAccess, _int, _shape, dtype_bytes, index_strides
 from .copies import COPY_MEMORY, CopyMemory
 
 LOOP_KINDS = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread"}
+AUTO_COPY_VECTOR_BYTES = 16
 FLOAT_OPS = ("Add", "Sub", "Mul", "Div", "Max", "Min")
 
 # Intrinsics executed by a whole warp (the loop nest around them has no threadIdx.x).
@@ -38,6 +39,7 @@ class Loop:
     thread: Optional[str]  # "blockIdx.x", "threadIdx.y", "vthread", ... for kind == "thread"
     unroll_max_step: int  # pragma_auto_unroll_max_step, 0 when absent
     pipelined: bool  # carries software_pipeline_stage
+    stages: Tuple[int, ...] = ()  # its software_pipeline_stage, one per statement of its body
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +73,9 @@ class BlockInfo:
     access: Optional[WarpAccess] = None  # per-warp memory behaviour of a global<->shared copy
     active_ratio: float = 1.0  # share of own iterations the block predicate keeps
     address_divisions: int = 0  # per element of a global<->shared copy (index_cost.address_divisions)
+    permuted: bool = False  # a global->shared copy into the mma rule's permuted (swizzled, unpadded) layout
+    auto_copy_lanes: int = 0  # an ``auto_copy`` block (lowered by TVM for all its threads): its vector lanes
+    cooperative_threads: int = 1  # threads of the enclosing bindings that share one execution (an auto copy's)
 
     @property
     def executions(self) -> float:
@@ -85,7 +90,7 @@ class BlockInfo:
                 total *= loop.extent
         for extent in self.thread_extents().values():
             total *= extent
-        return total * self.active_ratio
+        return total * self.active_ratio / self.cooperative_threads
 
     def thread_extents(self) -> Dict[str, int]:
         extents: Dict[str, int] = {}
@@ -173,13 +178,15 @@ class _Walker:
         binding = loop.thread_binding
         annotations = loop.annotations
         unroll = annotations.get("pragma_auto_unroll_max_step", None) if annotations else None
+        stages = annotations.get("software_pipeline_stage", None) if annotations else None
         self.loops.append(
             Loop(
                 extent=_int(loop.extent),
                 kind=LOOP_KINDS.get(int(loop.kind), "serial"),
                 thread=str(binding.thread_tag) if binding is not None else None,
                 unroll_max_step=_int(unroll, 0) if unroll is not None else 0,
-                pipelined=bool(annotations) and "software_pipeline_stage" in annotations,
+                pipelined=stages is not None,
+                stages=tuple(_int(v) for v in stages) if stages is not None else (),
             )
         )
         self.loop_vars.append(loop.loop_var)
@@ -212,12 +219,14 @@ class _Walker:
                 call = node.value
                 op = getattr(call, "op", None)
                 if op is not None:
-                    intrinsics.append(str(op.name).replace("tirx.", ""))
+                    intrinsics.append(intrinsic_name(op))
             elif kind == "BufferStore":
                 float_ops[0] += _count_float_ops(node.value)
             elif kind == "SeqStmt":
                 for child in node.seq:
                     scan(child)
+            elif kind == "For" and node.thread_binding is not None and not _holds_block(node):
+                scan(node.body)  # a warp intrinsic's lanes (the mma rule's ``for tx in thread_binding(32)``)
             elif kind in ("For", "SBlockRealize"):
                 nested.extend(self.visit(node))
             elif kind == "IfThenElse":
@@ -249,7 +258,10 @@ class _Walker:
             float_ops=0,
             is_init=block.name_hint.endswith("_init"),
             kernel=self.kernel,
+            permuted=bool(block.annotations) and str(block.annotations.get("permuted_layout", "")).startswith("g2s"),
         )
+        if block.annotations and block.annotations.get("auto_copy", None) is not None:
+            info.auto_copy_lanes, info.cooperative_threads = self._auto_copy(realize, block, writes)
         self.blocks.append(info)
         scan(block.body)
         info.float_ops = float_ops[0]
@@ -257,6 +269,23 @@ class _Walker:
             align = block.annotations.get("buffer_dim_align", None) if block.annotations else None
             self.pending_copies.append((info, realize, block.body, align, tuple(self.loop_vars)))
         return [index] + nested
+
+    def _auto_copy(self, realize, block, writes) -> Tuple[int, int]:
+        """(vector lanes, threads sharing one execution) of an ``auto_copy`` block: TVM's lowering
+        spreads its loop nest over the threads of the enclosing bindings whose index the block does
+        not read (its ``vector_bytes`` at a time, 16 where unset), so those threads run it once."""
+        from tvm.tirx.analysis import undefined_vars
+
+        used = set()
+        for value in realize.iter_values:
+            used.update(str(var.name) for var in undefined_vars(value, []))
+        shared = 1
+        for loop, var in zip(self.loops, self.loop_vars):
+            if loop.thread is not None and loop.thread.startswith("threadIdx") and str(var.name) not in used:
+                shared *= loop.extent
+        vector_bytes = _int(block.annotations.get("vector_bytes", AUTO_COPY_VECTOR_BYTES), AUTO_COPY_VECTOR_BYTES)
+        elem = writes[0].dtype_bytes if writes else 2.0
+        return max(1, int(vector_bytes // elem)), shared
 
     def resolve_copies(self, memory: CopyMemory, warp_size: int = 32) -> None:
         """Once every block's own loops are known: memory patterns and storage_align padding
@@ -266,11 +295,34 @@ class _Walker:
             info.active_ratio = facts.active_ratio
             info.access = facts.access
             info.address_divisions = facts.address_divisions
-            info.pad_ratio = facts.pad_ratio
+            info.pad_ratio = 1.0 if info.permuted else facts.pad_ratio  # the swizzle replaces the padding
             if facts.scalarized is not None:
                 loops = list(info.loops)
                 loops[facts.scalarized] = dataclasses.replace(loops[facts.scalarized], kind="serial")
                 info.loops = tuple(loops)
+
+
+def intrinsic_name(op) -> str:
+    """An intrinsic's name as the analyzer knows it: ``tirx.ptx_legacy.mma`` (TVM 0.27's spelling of
+    the mma rule's intrinsics) is ``ptx_mma``, ``tirx.tvm_mma_sync`` is ``tvm_mma_sync``."""
+    return str(op.name).replace("tirx.", "").replace("ptx_legacy.", "ptx_")
+
+
+def _holds_block(loop) -> bool:
+    """Whether a loop nest holds a block (else it is part of the body of the block around it)."""
+    stack = [loop.body]
+    while stack:
+        node = stack.pop()
+        kind = type(node).__name__
+        if kind == "SBlockRealize":
+            return True
+        if kind == "SeqStmt":
+            stack.extend(node.seq)
+        elif kind == "IfThenElse":
+            stack.extend(n for n in (node.then_case, node.else_case) if n is not None)
+        elif getattr(node, "body", None) is not None:
+            stack.append(node.body)
+    return False
 
 
 def _count_float_ops(expr) -> int:

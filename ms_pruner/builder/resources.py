@@ -137,3 +137,37 @@ def candidate_resources(mod, target) -> List[KernelResources]:
     if target.kind.name != "cuda":
         raise ValueError(f"register report needs a CUDA target, not {target.kind.name}")
     return [k for source in cuda_sources(mod, target) for k in cuda_source_resources(source, str(target.arch))]
+
+
+def allocated_shared_bytes(lowered_mod) -> List[int]:
+    """Shared memory each device function of a lowered module allocates, in bytes (TVM's
+    ``shared``/``shared.dyn`` buffers; after MergeSharedMemoryAllocations the dynamic ones are one
+    buffer). ptxas reports only the static part, and a dynamic allocation's size reaches the GPU as
+    a launch argument, so the lowered TIR is where both can be read without a GPU."""
+    import tvm
+
+    totals = []
+    for _, func in lowered_mod.functions.items():
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        found = [0]
+        _add_shared_allocations(func.body, found)
+        if found[0]:
+            totals.append(found[0])
+    return totals
+
+
+def _add_shared_allocations(stmt, found: List[int]) -> None:
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        if type(node).__name__ == "AllocBuffer" and node.buffer.scope().startswith("shared"):
+            elements = 1
+            for extent in node.buffer.shape:
+                elements *= int(extent)
+            found[0] += elements * max(1, node.buffer.dtype.bits // 8)
+        for attr in ("body", "then_case", "else_case"):
+            child = getattr(node, attr, None)
+            if child is not None and hasattr(child, "span"):
+                stack.append(child)
+        stack.extend(getattr(node, "seq", None) or [])

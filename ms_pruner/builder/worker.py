@@ -24,9 +24,14 @@ def build_pass_config(target) -> Dict[str, object]:
     accumulator staging buffers of wmma candidates, and LowerIntrin then rejects the
     ``tvm_access_ptr`` whose element type no longer matches ("tvm_access_ptr element type must
     match the source buffer"). Shared-memory merging is a separate pass and stays on.
+
+    ``tirx.use_async_copy``: the global->shared copies of a software pipeline's asynchronous stages
+    (the mma rule's, ms_pruner.space) become cp.async (LDGSTS in SASS) instead of a load to
+    registers and a store; without it the pipeline's copies stay synchronous. Copies outside an
+    asynchronous stage (every WMMA candidate's) are left as they are.
     """
     if target.kind.name == "cuda":
-        return {"tirx.disable_storage_rewrite": True}
+        return {"tirx.disable_storage_rewrite": True, "tirx.use_async_copy": 1}
     return {}
 
 

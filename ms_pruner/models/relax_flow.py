@@ -70,10 +70,15 @@ class RelaxTuneResult:
 
 def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_global: int,
                strategy: str = "pruner", *, builder="pruner", runner=None, seed: Optional[int] = None,
-               num_trials_per_iter: int = 64, pretrained: Optional[str] = None, progress: bool = True
-               ) -> RelaxTuneResult:
-    """Tune every task of a Relax module with ``strategy`` and compile it with the results."""
+               num_trials_per_iter: int = 64, pretrained: Optional[str] = None, progress: bool = True,
+               space: str = "auto") -> RelaxTuneResult:
+    """Tune every task of a Relax module with ``strategy`` and compile it with the results.
+
+    ``space`` (ms_pruner.space) is one for all tasks; ``auto`` is ``all`` on an sm_80+ GPU when the
+    mma rule takes a block of any task, else ``wmma``."""
     from tvm.s_tir import meta_schedule as ms
+
+    from ..space import resolve_space, space_generator, space_target
 
     from ..builder import cuda_compile_scope
     from ..tuning.driver import check_search, instrumented_session, search_components
@@ -91,6 +96,8 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     tasks = ms.relax_integration.extract_tasks(fused, target)
     if not tasks:
         raise UserError("the model has no tunable operators")
+    resolved = resolve_space(space, [task.dispatched[0] for task in tasks], target)
+    target = space_target(resolved, target)
     os.makedirs(work_dir, exist_ok=True)
     database = open_database(work_dir, create=True)
     strategy_obj, model = search_components(strategy, target, pretrained, seed)
@@ -106,6 +113,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
             database=database,
             cost_model=model,
             strategy=strategy_obj,
+            space=space_generator(resolved),
             seed=seed,
             **measure,
         )

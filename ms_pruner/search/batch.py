@@ -67,3 +67,31 @@ def compose_batch(ranked_droplet: List, draft: List, ranked_draft: List, rules: 
     take(rest, n_random)
     take(ranked_draft, size - len(picks))
     return picks, [s for s in ranked_draft if key_of(s) not in seen]
+
+
+def with_family_floor(picks: List, ranked_rest: List, family: Callable, floor: int):
+    """(picks, ranked_rest) with at least ``floor`` picks of every family that ``picks`` or
+    ``ranked_rest`` hold (as far as it has members): the lowest-ranked picks of the families above
+    their floor give way to the best-ranked unpicked members of those below it, same batch size.
+
+    A cold batch of a space with two rule families is ranked by the analyzer alone, whose model of
+    one family may be off by a constant the other's is not; measuring each family from the start
+    lets the verify model and the Droplet rounds find which is faster."""
+    counts: Dict[Hashable, int] = {}
+    for sch in picks:
+        counts[family(sch)] = counts.get(family(sch), 0) + 1
+    for sch in ranked_rest:
+        counts.setdefault(family(sch), 0)
+    picks, rest = list(picks), list(ranked_rest)
+    for short in [f for f, n in counts.items() if n < floor]:
+        for member in [s for s in rest if family(s) == short][:floor - counts[short]]:
+            donors = [i for i, s in enumerate(picks) if counts[family(s)] > floor]
+            if not donors:
+                break
+            given = picks.pop(donors[-1])
+            counts[family(given)] -= 1
+            picks.append(member)
+            counts[short] += 1
+            rest.remove(member)
+            rest.insert(0, given)
+    return picks, rest

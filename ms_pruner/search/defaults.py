@@ -36,6 +36,7 @@ DEFAULTS = dict(
     follow_up_slices=2,
     screen_samples=None,
     cold_samples=None,
+    cold_family_share=None,
 )
 # The cold round's parent-selection power when none is given, by how far the analyzer is trusted:
 # its GPU model ranks the real H100 records at Spearman 0.95, its CPU model the CPU ones at ~0.3.
@@ -82,6 +83,10 @@ COLD_SAMPLES = {"gpu": 128.0, "cpu": 50.0}
 # when not given, where nvcc is on PATH: the matmul's 36 arrangement and fetch-width ties and more,
 # a few seconds on a 16-core GPU host; a CPU target has no ptxas.
 COLD_PTXAS_TIES = {"gpu": 64.0, "cpu": 0.0}
+# Least share of a cold batch each tensor-core rule family of the space takes (batch.with_family_floor)
+# when none is given: the analyzer's two families have not been measured against each other on one
+# GPU yet (docs/search.md); a CPU space has one family.
+COLD_FAMILY_SHARE = {"gpu": 0.25, "cpu": 0.0}
 MIN_FRESH_SAMPLES = 16
 
 
@@ -100,6 +105,7 @@ class TargetSettings:
     screen_samples: bool
     cold_samples: int
     cold_ptxas_ties: int
+    cold_family_share: float
 
 
 def for_target(params: dict, kind: str) -> TargetSettings:
@@ -119,4 +125,5 @@ def for_target(params: dict, kind: str) -> TargetSettings:
         screen_samples=bool(value("screen_samples", SCREEN_SAMPLES)),
         cold_samples=int(value("cold_samples", COLD_SAMPLES)),
         cold_ptxas_ties=int(value("cold_ptxas_ties", COLD_PTXAS_TIES)),
+        cold_family_share=min(1.0, value("cold_family_share", COLD_FAMILY_SHARE)),
     )

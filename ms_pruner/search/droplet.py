@@ -1,8 +1,9 @@
 """Droplet-style coordinate descent: the neighbours of a schedule that differ in one decision.
 
 A neighbour moves one prime factor between two levels of one tile split (keeping the product,
-so the split stays perfect), or steps one categorical choice (unroll depth, vector width) to the
-adjacent candidate. Exploiting around the best measured schedule this way finds the local
+so the split stays perfect; a partitioned split, the mma rule's, also keeps its inner levels'
+product a multiple of its ``innerpart_factor``), or steps one categorical choice (unroll depth,
+vector width) to the adjacent candidate. Exploiting around the best measured schedule this way finds the local
 refinements random mutation keeps missing.
 """
 
@@ -30,14 +31,29 @@ def innermost_bound(inst) -> int:
     return int(inst.attrs[1]) if len(inst.attrs) > 1 else -1
 
 
+TILE_SAMPLES = ("SamplePerfectTile", "SamplePartitionedTile")
+
+
+def _tile_allows(inst, factors: List[int]) -> bool:
+    """Whether a tile split's instruction accepts ``factors``: a perfect tile's innermost bound, a
+    partitioned tile's inner levels (from ``partition_pos``) a multiple of ``innerpart_factor``."""
+    if inst.kind.name == "SamplePartitionedTile":
+        position, multiple = int(inst.attrs[1]), int(inst.attrs[2])
+        inner = 1
+        for factor in factors[position:]:
+            inner *= factor
+        return inner % max(1, multiple) == 0
+    bound = innermost_bound(inst)
+    return not (bound > 0 and factors[-1] > bound)
+
+
 def neighbour_decisions(trace) -> List[Tuple[object, object]]:
     """(instruction, new decision) pairs, each one step away from ``trace``'s decisions."""
     moves = []
     for inst, decision in trace.decisions.items():
         kind = inst.kind.name
-        if kind == "SamplePerfectTile":
+        if kind in TILE_SAMPLES:
             factors = [int(x) for x in decision]
-            max_innermost = innermost_bound(inst)
             for src in range(len(factors)):
                 for prime in _prime_factors(factors[src]):
                     for dst in range(len(factors)):
@@ -46,9 +62,8 @@ def neighbour_decisions(trace) -> List[Tuple[object, object]]:
                         new = list(factors)
                         new[src] //= prime
                         new[dst] *= prime
-                        if max_innermost > 0 and new[-1] > max_innermost:
-                            continue
-                        moves.append((inst, new))
+                        if _tile_allows(inst, new):
+                            moves.append((inst, new))
         elif kind == "SampleCategorical":
             index = int(decision)
             for step in (-1, 1):
@@ -102,7 +117,7 @@ def decision_kinds(trace) -> Tuple[str, ...]:
     for inst in base.insts:
         if inst not in base.decisions:
             continue
-        if inst.kind.name == "SamplePerfectTile":
+        if inst.kind.name in TILE_SAMPLES:
             kinds.append(f"tile {tiles}")
             tiles += 1
             continue
@@ -122,7 +137,7 @@ def steps_apart(left: Tuple[str, ...], right: Tuple[str, ...]) -> int:
 
 
 def tile_decisions(trace) -> Tuple[Tuple[int, ...], ...]:
-    """The tile sizes ``trace`` chose (its SamplePerfectTile decisions, in trace order): schedules
-    equal here differ only in categorical choices such as vector widths and unroll depth."""
+    """The tile sizes ``trace`` chose (its tile-split decisions, in trace order): schedules equal
+    here differ only in categorical choices such as vector widths and unroll depth."""
     return tuple(tuple(int(x) for x in trace.decisions[inst]) for inst in trace.insts
-                 if inst.kind.name == "SamplePerfectTile" and inst in trace.decisions)
+                 if inst.kind.name in TILE_SAMPLES and inst in trace.decisions)

@@ -41,7 +41,7 @@ from ..analysis import ANALYSES
 from ..analysis.copies import COPY_MEMORY
 from ..intrinsics import register_tensor_intrinsics
 from ..tuning.records import mean_latency, measure_candidate, measured_batch, records_for
-from .batch import BatchRules, compose_batch
+from .batch import BatchRules, compose_batch, with_family_floor
 from .candidates import CandidateFacts, structural_key
 from .defaults import DEFAULTS, MIN_FRESH_SAMPLES, for_target
 from .follow_up import FollowUp, resumed_follow_up, slice_sizes
@@ -85,7 +85,8 @@ class PrunerSearch(PySearchStrategy):
                  follow_up_droplet_share: float = DEFAULTS["follow_up_droplet_share"],
                  follow_up_slices: int = DEFAULTS["follow_up_slices"],
                  screen_samples: Optional[bool] = DEFAULTS["screen_samples"],
-                 cold_samples: Optional[int] = DEFAULTS["cold_samples"], seed: int = 0,
+                 cold_samples: Optional[int] = DEFAULTS["cold_samples"],
+                 cold_family_share: Optional[float] = DEFAULTS["cold_family_share"], seed: int = 0,
                  pretrained: Optional[str] = None, momentum: float = 0.9, timings: Optional[list] = None):
         # Every argument but ``timings`` (shared, not copied), as given: clone() passes them on.
         params = {name: value for name, value in locals().items() if name not in ("self", "timings", "__class__")}
@@ -223,6 +224,8 @@ class PrunerSearch(PySearchStrategy):
         rules = BatchRules(batch, self.params["droplet_share"], self.params["eps_greedy"],
                            self._cold_geometry_cap(batch) if cold else None)
         picks = self._select(draft, droplet, rules, timing)
+        if cold:
+            picks = self._family_floor(picks, batch, timing)
         timing["verify_s"] = time.perf_counter() - start
         if cold and self.settings.widen_cold_fetches:
             start = time.perf_counter()
@@ -380,6 +383,18 @@ class PrunerSearch(PySearchStrategy):
                                         self.same_kernels.repeats)
         self.carry = unpicked[:self.params["carry_over"]]
         timing.update(self.tie_order.stats)
+        return picks
+
+    def _family_floor(self, picks: List, batch: int, timing: dict) -> List:
+        """A cold batch's picks with ``cold_family_share`` of them from each rule family the draft
+        holds (a space of one family is left as it is); the picks given up are carried over first."""
+        from ..space import sketch_family
+
+        floor = int(batch * self.settings.cold_family_share)
+        family = lambda sch: sketch_family(sch.trace)  # noqa: E731
+        if floor > 0 and len({family(s) for s in picks + self.carry}) > 1:
+            picks, self.carry = with_family_floor(picks, self.carry, family, floor)
+        timing["families"] = dict(collections.Counter(str(family(s)) for s in picks))
         return picks
 
     def _widen_fetches(self, picks: List, excluded: set, kept: frozenset = frozenset()):

@@ -26,7 +26,8 @@ import numpy as np
 
 from .candidates import structural_key
 
-SUPPORTED_DECISIONS = ("SamplePerfectTile", "SampleCategorical")
+TILE_SAMPLES = ("SamplePerfectTile", "SamplePartitionedTile")  # the mma rule's i and j splits are partitioned
+SUPPORTED_DECISIONS = (*TILE_SAMPLES, "SampleCategorical")
 SLACK_LOG2 = 0.1  # screened out only when the lowered prediction exceeds a limit by 7% more
 MIN_EXTRA_ROWS = 4  # replayed draws beyond the fit's unknowns before a sketch is screened
 AUDIT_SHARE = 0.05  # screened-out draws replayed anyway
@@ -45,7 +46,7 @@ class SketchDecisions:
         self.insts = [inst for inst in trace.insts if inst.kind.name in SUPPORTED_DECISIONS]
         self.signature = _signature(self.insts)  # how ``ScreenedSampler.screens`` knows its traces
         self._whole_signature = None
-        self.extents = extents  # per SamplePerfectTile instruction, in order
+        self.extents = extents  # per tile-split instruction, in order
         self.rows: List[List[float]] = []
         self.measured: List[Dict] = []
         self.fits: Dict = {}  # quantity -> (weights, largest overestimate over the replayed draws)
@@ -62,7 +63,7 @@ class SketchDecisions:
         """1 and the log2 tile factors but each split's outermost, which the others and the extent fix."""
         row = [1.0]
         for inst in self.insts:
-            if inst.kind.name == "SamplePerfectTile":
+            if inst.kind.name in TILE_SAMPLES:
                 row.extend(math.log2(max(1, int(f))) for f in list(decisions[inst])[1:])
         return row
 
@@ -72,7 +73,7 @@ class SketchDecisions:
 
     def rows_to_fit(self) -> int:
         """Replayed draws this sketch still needs before it is fitted."""
-        unknowns = 1 + sum(int(i.attrs[0]) - 1 for i in self.insts if i.kind.name == "SamplePerfectTile")
+        unknowns = 1 + sum(int(i.attrs[0]) - 1 for i in self.insts if i.kind.name in TILE_SAMPLES)
         return max(0, unknowns + MIN_EXTRA_ROWS - len(self.rows))
 
     def learn(self, row: List[float], measures: Dict) -> None:
@@ -125,7 +126,7 @@ class ScreenedSampler:
             if any(i.kind.name.startswith("Sample") and i.kind.name not in SUPPORTED_DECISIONS for i in sketch.insts):
                 self.sketches.append(None)
                 continue
-            extents = _perfect_tile_extents(space.mod, Trace(sketch.insts, {}))
+            extents = _tile_extents(space.mod, Trace(sketch.insts, {}))
             self.sketches.append(SketchDecisions(sketch, extents) if extents is not None else None)
         self.supported = bool(self.sketches) and all(s is not None for s in self.sketches)
         self.stats = dict(drawn=0, replayed=0, screened=0, audited=0, valid=0, false_rejections=0)
@@ -211,25 +212,29 @@ class ScreenedSampler:
     def _draw(self, sketch: SketchDecisions, rng: random.Random) -> Dict:
         decisions, tiles = {}, iter(sketch.extents)
         for inst in sketch.insts:
-            if inst.kind.name == "SamplePerfectTile":
-                n, innermost = int(inst.attrs[0]), int(inst.attrs[1])
-                decisions[inst] = self._perfect_tile(next(tiles), n, innermost, rng)
+            if inst.kind.name in TILE_SAMPLES:
+                decisions[inst] = self._tile(inst, next(tiles), rng)
             else:
                 probs = [float(p) for p in inst.attrs[1]]
                 decisions[inst] = rng.choices(range(len(probs)), weights=probs)[0]
         return decisions
 
-    def _perfect_tile(self, extent: int, n: int, innermost: int, rng: random.Random) -> List[int]:
-        """MetaSchedule's perfect-tile draw, on a stand-in loop of ``extent`` (renewed now and then
-        so its trace stays short)."""
-        key = (extent, n, innermost)
+    def _tile(self, inst, extent: int, rng: random.Random) -> List[int]:
+        """MetaSchedule's tile draw of ``inst`` (a perfect or a partitioned split), on a stand-in loop
+        of ``extent`` (renewed now and then so its trace stays short)."""
+        key = (extent, inst.kind.name, tuple(int(a) for a in inst.attrs))
         entry = self._tiles.get(key)
         if entry is None or entry[2] >= 256:
             entry = [*_stand_in_loop(extent, rng.randrange(1, 1 << 30)), 0]
             self._tiles[key] = entry
         sch, loop, _ = entry
         entry[2] += 1
-        return [int(sch.get(rv)) for rv in sch.sample_perfect_tile(loop, n=n, max_innermost_factor=innermost)]
+        if inst.kind.name == "SamplePartitionedTile":
+            n, position, multiple = (int(a) for a in inst.attrs)
+            draws = sch.sample_partitioned_tile(loop, n=n, partition_pos=position, innerpart_factor=multiple)
+        else:
+            draws = sch.sample_perfect_tile(loop, n=int(inst.attrs[0]), max_innermost_factor=int(inst.attrs[1]))
+        return [int(sch.get(rv)) for rv in draws]
 
 
 def fresh_samples(sampler: Optional[ScreenedSampler], inner, wanted: int, attempts: int,
@@ -264,8 +269,8 @@ def _stand_in_loop(extent: int, seed: int):
     return sch, sch.get_loops(sch.get_sblock("dst"))[0]
 
 
-def _perfect_tile_extents(mod, trace) -> Optional[List[int]]:
-    """The extent of the loop each SamplePerfectTile instruction of ``trace`` splits, read while
+def _tile_extents(mod, trace) -> Optional[List[int]]:
+    """The extent of the loop each tile-split instruction of ``trace`` splits, read while
     replaying it once; None when a replay fails or an extent is not a constant."""
     from tvm.s_tir.schedule import Schedule
 
@@ -273,7 +278,7 @@ def _perfect_tile_extents(mod, trace) -> Optional[List[int]]:
     extents: List[Optional[int]] = []
 
     def provider(inst, inputs, attrs, decision):
-        if inst.kind.name == "SamplePerfectTile":
+        if inst.kind.name in TILE_SAMPLES:
             extent = sch.get(inputs[0]).extent
             extents.append(int(extent) if hasattr(extent, "value") or isinstance(extent, int) else None)
         return decision

@@ -38,8 +38,17 @@ class DesignSpace:
     def replay(self, trace, seed: int, keep_decisions: bool = True,
                decision_provider: Optional[Callable] = None):
         """Apply ``trace`` to a fresh schedule and run the postprocessors; None if rejected."""
+        return self.replay_verdict(trace, seed, keep_decisions, decision_provider)[0]
+
+    def replay_verdict(self, trace, seed: int, keep_decisions: bool = True,
+                       decision_provider: Optional[Callable] = None):
+        """(``replay`` of ``trace``, None) or (None, why): "replay" where the trace does not apply,
+        else the type name of the postprocessor that rejected it."""
         sch = self._applied(trace, seed, keep_decisions, decision_provider)
-        return sch if sch is not None and _postprocessed(sch, self.postprocs) else None
+        if sch is None:
+            return None, "replay"
+        rejected = _first_rejection(sch, self.postprocs)
+        return (sch, None) if rejected is None else (None, type(self.postprocs[rejected]).__name__)
 
     def replay_checked(self, trace, seed: int, analyzer):
         """(``replay`` of ``trace`` or None, what VerifyGPUCode checks as the analyzer reads the
@@ -123,10 +132,15 @@ class DesignSpace:
 
 def _postprocessed(sch, postprocs) -> bool:
     """Run ``postprocs`` on ``sch`` in order; False at the first that rejects it or fails."""
-    for postproc in postprocs:
+    return _first_rejection(sch, postprocs) is None
+
+
+def _first_rejection(sch, postprocs) -> Optional[int]:
+    """Run ``postprocs`` on ``sch`` in order: the index of the first that rejects it or fails, or None."""
+    for index, postproc in enumerate(postprocs):
         try:
             if not postproc.apply(sch):
-                return False
+                return index
         except Exception:  # pylint: disable=broad-except
-            return False
-    return True
+            return index
+    return None

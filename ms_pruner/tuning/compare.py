@@ -76,12 +76,23 @@ def summarize(runs: Dict[str, dict]) -> dict:
     return summary
 
 
-def comparison_settings(choice, trials: int, per_iter: int, seed: int, builder: str) -> dict:
+def comparison_settings(choice, trials: int, per_iter: int, seed: int, builder: str, space: str = "auto") -> dict:
     """What two comparisons must share for their runs to sit in one table (a trial count or round
     size below one is refused here, before any comparison is read or written)."""
     require_positive("--trials", trials)
     require_positive("--per-iter", per_iter)
-    return {"target": str(choice.target), "trials": trials, "per_iter": per_iter, "seed": seed, "builder": builder}
+    return {"target": str(choice.target), "trials": trials, "per_iter": per_iter, "seed": seed, "builder": builder,
+            "space": space}
+
+
+def _setting_before(report: dict, key: str):
+    """A setting of a comparison written before the setting existed: the builder was ours, and a
+    CUDA comparison searched the WMMA family alone (the space choice came later)."""
+    if key == "builder":
+        return "pruner"
+    if key == "space":
+        return "wmma" if '"cuda"' in str(report.get("target", "")) else "auto"
+    return None
 
 
 def load_previous(out_dir: str, settings: dict) -> dict:
@@ -100,7 +111,7 @@ def load_previous(out_dir: str, settings: dict) -> dict:
 def read_report(path: str, settings: dict, advice: str) -> dict:
     """The comparison in ``path``, refused when it was made under other ``settings``."""
     report = _load_report(path, "earlier comparison")
-    earlier = {key: report.get(key, "pruner" if key == "builder" else None) for key in settings}
+    earlier = {key: report.get(key, _setting_before(report, key)) for key in settings}
     if earlier != settings:
         raise UserError(f"{path} was made with {earlier}, not {settings}; {advice}")
     return report
@@ -129,12 +140,13 @@ def finished_work_dirs(out_dir: str, strategy: str) -> List[str]:
 
 def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, seed: int = 0,
                    strategies=("stock", "pruner"), pretrained: Optional[str] = None, builder: str = "pruner",
-                   progress: bool = True, previous: Optional[dict] = None, on_run=None) -> dict:
+                   progress: bool = True, previous: Optional[dict] = None, on_run=None, space: str = "auto") -> dict:
     """Tune every workload with every strategy, skipping runs already in ``previous``.
 
     ``on_run(report)`` is called before each run starts (the report names its work dir under
     ``pending``) and after it finishes, so a call cut off by a time limit keeps every finished run,
     and the next call resumes the cut one in its work dir (tune_tir) instead of starting it again.
+    Every strategy searches the same ``space`` (ms_pruner.space).
     """
     if "moa" in strategies and not pretrained:
         raise UserError("comparing moa needs --pretrained MODEL")
@@ -142,7 +154,7 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
         check_search(strategy, pretrained, seed)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     previous = previous or {}
-    report = dict(comparison_settings(choice, trials, per_iter, seed, builder),
+    report = dict(comparison_settings(choice, trials, per_iter, seed, builder, space),
                   workloads=dict(previous.get("workloads", {})), commands=list(previous.get("commands", [])))
     for workload in workloads:
         entry = report["workloads"].setdefault(workload.spec, {"flops": workload.flops, "runs": {}})
@@ -162,7 +174,7 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
                 result = tune_tir(workload.prim_func(), choice.target, work_dir, trials, strategy=strategy,
                                   builder=builder, seed=seed, num_trials_per_iter=per_iter,
                                   pretrained=pretrained if strategy == "moa" else None, progress=progress,
-                                  call=calls[strategy] - 1)
+                                  call=calls[strategy] - 1, space=space)
             except KeyboardInterrupt:  # a time limit or Ctrl-C: keep what the cut run has measured
                 entry.setdefault("partial", {})[strategy] = _partial_run(workload, work_dir)
                 if on_run is not None:

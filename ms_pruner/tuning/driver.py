@@ -30,6 +30,8 @@ class TuneResult:
     wall_s: float
     rounds: List[dict]
     warmed_on: int = 0  # records the cost model learned before this call's first round (a resumed run)
+    space: str = "none"  # the design space searched (ms_pruner.space: wmma, mma, all; none off tensor cores)
+    target: str = ""  # the target tuned for, as the records hold it (a space may raise its shared memory)
 
     @property
     def best_tflops(self) -> Optional[float]:
@@ -188,6 +190,7 @@ def tune_tir(
     search=None,
     cost_model: Optional[str] = None,
     call: Optional[int] = None,
+    space: str = "auto",
 ) -> TuneResult:
     """Tune ``mod`` until the work dir holds ``max_trials`` records of it for ``target``.
 
@@ -199,8 +202,13 @@ def tune_tir(
     ``call`` is which call of a run made in pieces this is (0 = the first), for the round log's
     ``session``; by default it is counted from the log, which knows only the calls that finished
     a round, so a caller that counts its calls (compare) passes its own count.
+    ``space`` chooses the tensor-core rule families on a CUDA target (``ms_pruner.space``: auto,
+    wmma, mma, all); a space with the mma family tunes with the GPU's opt-in shared memory a block,
+    so its records carry that target.
     """
     from tvm.s_tir import meta_schedule as ms
+
+    from ..space import tuning_space
 
     from .instrument import batch_seconds
     from .interrupt import stop_unless_time_for
@@ -212,6 +220,7 @@ def tune_tir(
     else:
         require_seed(seed)
     workload = normalized_mod(mod)
+    resolved, target, generator = tuning_space(space, workload, target)
     os.makedirs(work_dir, exist_ok=True)
     database = open_database(work_dir, create=True)
     existing = records_for(database, workload, target)
@@ -241,6 +250,7 @@ def tune_tir(
                 database=database,
                 cost_model=model,
                 strategy=strategy_obj,
+                space=generator,
                 seed=seed,
                 **measure,
             )
@@ -257,4 +267,6 @@ def tune_tir(
         wall_s=time.perf_counter() - started,
         rounds=rounds,
         warmed_on=warmed_on,
+        space=resolved,
+        target=str(target),
     )

@@ -1,0 +1,259 @@
+"""``ms-pruner space``: a design space as a user inspects it, built without a GPU.
+
+Sketches per rule family, N sampled candidates (with what the postprocessors rejected on the way),
+and with ``build`` each candidate lowered as the builder lowers it and compiled with nvcc: its build
+status, the tensor intrinsics it uses, the SASS instruction counts that show which hardware path it
+takes (HMMA, LDSM, LDGSTS; LDL/STL for spills), the shared memory the compiled kernel allocates
+(TVM's dynamic allocation plus ptxas's static one) and what the analyzer predicted of it from the
+schedule before lowering: shared bytes, registers, spill.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import random
+import time
+from typing import Dict, List, Optional
+
+from ..errors import UserError
+from ..threads import map_on_threads
+from .families import SPACES, pipeline_depth, sketch_family, tuning_space
+
+SASS_SHOWN = ("HMMA", "LDSM", "LDGSTS", "LDG", "STS", "LDL", "STL")
+# A postprocessor written in Python reaches Python back from the space as TVM's wrapper type; the
+# spaces here hold one such.
+POSTPROC_NAMES = {"_PyPostproc": "PermutedLayoutCheck"}
+
+
+@dataclasses.dataclass(frozen=True)
+class SpaceQuery:
+    """What ``ms-pruner space`` is asked: a workload, a GPU, a space choice, how many samples."""
+
+    workload: str
+    gpu: str = "h100"
+    space: str = "auto"
+    sample: int = 8
+    build: bool = False
+    seed: int = 0
+    jobs: int = 1
+
+
+def sample_with_verdicts(space, count: int, seed: int, max_draws: Optional[int] = None):
+    """(up to ``count`` distinct valid schedules, {"drawn", "valid", "duplicates", "rejected": {why: n}})
+    drawn as MetaSchedule's sampler draws (a random sketch, fresh decisions), each rejection
+    attributed to the postprocessor that made it (``DesignSpace.replay_verdict``)."""
+    from ..search.candidates import structural_key
+
+    rng = random.Random(seed)
+    found, seen = [], set()
+    rejected: Dict[str, int] = collections.Counter()
+    drawn = duplicates = 0
+    for _ in range(max_draws if max_draws is not None else 40 * count + 40):
+        if len(found) >= count:
+            break
+        drawn += 1
+        sketch = space.sketches[rng.randrange(len(space.sketches))]
+        sch, why = space.replay_verdict(sketch, seed=rng.randrange(1, 1 << 30), keep_decisions=False)
+        if sch is None:
+            rejected[POSTPROC_NAMES.get(why, why)] += 1
+            continue
+        key = structural_key(sch.mod)
+        if key in seen:
+            duplicates += 1
+            continue
+        seen.add(key)
+        found.append(sch)
+    return found, {"drawn": drawn, "valid": drawn - sum(rejected.values()), "duplicates": duplicates,
+                   "rejected": dict(sorted(rejected.items()))}
+
+
+def tensor_intrinsics(trace) -> List[str]:
+    """The tensor intrinsics a trace asks for (``meta_schedule.auto_tensorize``), in order, once each."""
+    names = []
+    for inst in trace.insts:
+        if inst.kind.name == "Annotate" and str(inst.attrs[0]).startswith("meta_schedule.auto_tensorize"):
+            name = str(inst.inputs[1])
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def describe(sch, analyzer) -> dict:
+    """What the schedule is and what the analyzer predicts of it, before anything is lowered."""
+    from ..analysis.features import geometry_name, kernel_geometry
+    from ..analysis.gpu_model import register_cap
+    from ..search.droplet import tile_decisions
+
+    estimate = analyzer.estimate(sch)
+    features = estimate.features
+    spec = analyzer.hardware
+    return {
+        "family": sketch_family(sch.trace),
+        "pipeline_depth": pipeline_depth(sch.trace),
+        "geometry": geometry_name(kernel_geometry(features)),
+        "tiles": [list(t) for t in tile_decisions(sch.trace)],
+        "intrinsics": tensor_intrinsics(sch.trace),
+        "analyzer_valid": estimate.valid,
+        "analyzer_latency_us": estimate.latency_s * 1e6 if estimate.valid else None,
+        "analyzer_shared_bytes": int(max((f.smem_per_block for f in features), default=0)),
+        "analyzer_registers": round(max((f.regs_per_thread for f in features), default=0.0), 1),
+        "analyzer_spills": any(f.regs_per_thread > register_cap(f, spec) for f in features),
+        "accumulator_bytes": int(max((f.acc_fragments_per_warp * f.mma_m * f.mma_n * f.acc_dtype_bytes / spec.warp_size
+                                      for f in features), default=0)),
+    }
+
+
+def build_report(sch, target) -> dict:
+    """Lower ``sch`` as the builder does, compile it with nvcc and read what came out."""
+    from ..builder import cuda_sources
+    from ..builder.resources import cuda_source_compile
+    from ..builder.sass import opcode_counts, read_sass
+    from ..builder.worker import lowered_tir
+    from ..builder.resources import allocated_shared_bytes
+
+    started = time.perf_counter()
+    try:
+        sources = cuda_sources(sch.mod, target, use_nvcc=False)
+        dynamic = allocated_shared_bytes(lowered_tir(sch.mod, target))
+        counts: Dict[str, int] = collections.Counter()
+        kernels = []
+        for source in sources:
+            cubin, resources = cuda_source_compile(source, str(target.attrs["arch"]))
+            counts.update(opcode_counts(read_sass(cubin)))
+            kernels.extend(resources)
+    except Exception as err:  # pylint: disable=broad-except
+        lines = [line for line in str(err).splitlines() if line.strip()]
+        return {"status": "error", "error": lines[-1] if lines else type(err).__name__,
+                "build_s": round(time.perf_counter() - started, 2)}
+    static = max((k.static_smem_bytes for k in kernels), default=0)
+    return {
+        "status": "built",
+        "build_s": round(time.perf_counter() - started, 2),
+        "sass": {name: int(counts.get(name, 0)) for name in SASS_SHOWN},
+        "shared_bytes": int(max(dynamic, default=0) + static),
+        "registers": max((k.registers for k in kernels), default=0),
+        "spill_bytes": sum(k.spill_store_bytes + k.spill_load_bytes for k in kernels),
+        "stack_bytes": max((k.stack_bytes for k in kernels), default=0),
+    }
+
+
+def register_spill(candidate: dict) -> bool:
+    """Whether ptxas moved registers to local memory for want of them: spill stores or loads, or a
+    stack frame at least the size of a thread's accumulator array (ptxas moves a whole array that
+    does not fit to the stack without calling it a spill). A smaller stack at fewer registers than
+    allowed holds something else (``stack_bytes`` stays in the report)."""
+    return candidate["spill_bytes"] > 0 or (candidate["stack_bytes"] > 0 and
+                                            candidate["stack_bytes"] >= candidate["accumulator_bytes"])
+
+
+def space_report(query: SpaceQuery) -> dict:
+    """The report ``ms-pruner space`` prints (its JSON form)."""
+    from ..analysis import StaticAnalyzer
+    from ..hardware import get_gpu_spec
+    from ..search.space import DesignSpace
+    from ..tuning.driver import normalized_mod
+    from ..workloads import parse_workload
+
+    if query.sample < 0:
+        raise UserError(f"--sample must be 0 or more, not {query.sample}")
+    workload = parse_workload(query.workload)
+    gpu = get_gpu_spec(query.gpu)
+    mod = normalized_mod(workload.prim_func())
+    resolved, target, generator = tuning_space(query.space, mod, gpu.target())
+    space = DesignSpace(mod, target, space=generator)
+    sketches = collections.Counter(sketch_family(s) or "other" for s in space.sketches)
+    depths = sorted({d for d in map(pipeline_depth, space.sketches) if d is not None})
+    schedules, sampling = sample_with_verdicts(space, query.sample, query.seed)
+    analyzer = StaticAnalyzer.for_target(target, gpu=gpu)
+    candidates = [describe(sch, analyzer) for sch in schedules]
+    if query.build:
+        built = map_on_threads(lambda sch: build_report(sch, target), schedules, threads=query.jobs)
+        for candidate, result in zip(candidates, built):
+            candidate.update(result)
+            if result["status"] == "built":
+                candidate["spills"] = register_spill(candidate)
+    report = {
+        "workload": workload.spec, "gpu": gpu.name, "space": query.space, "resolved_space": resolved,
+        "max_shared_memory_per_block": int(target.attrs.get("max_shared_memory_per_block", 0)),
+        "sketches": dict(sorted(sketches.items())), "sketch_pipeline_depths": depths,
+        "sampled": len(schedules), "sampling": sampling,
+        "variety": {"geometries": len({c["geometry"] for c in candidates}),
+                    "families": dict(collections.Counter(c["family"] or "other" for c in candidates)),
+                    "pipeline_depths": sorted({c["pipeline_depth"] for c in candidates if c["pipeline_depth"]})},
+        "built": sum(c.get("status") == "built" for c in candidates),
+        "errors": sum(c.get("status") == "error" for c in candidates),
+        "candidates": candidates,
+    }
+    if query.build:
+        report["analyzer_agreement"] = agreement(candidates)
+    return report
+
+
+def agreement(candidates: List[dict]) -> dict:
+    """How often the analyzer's shared bytes and spill call match the compiled kernels'."""
+    built = [c for c in candidates if c.get("status") == "built"]
+    return {
+        "built": len(built),
+        "shared_bytes_exact": sum(c["analyzer_shared_bytes"] == c["shared_bytes"] for c in built),
+        "spill_agrees": sum(c["analyzer_spills"] == c["spills"] for c in built),
+        "spilling": sum(c["spills"] for c in built),
+    }
+
+
+def format_report(report: dict) -> str:
+    """The report as a person reads it."""
+    lines = [f"{report['workload']} on {report['gpu']}, space {report['space']} -> {report['resolved_space']} "
+             f"(shared memory a block <= {report['max_shared_memory_per_block']} B)",
+             f"sketches: {report['sketches']}, pipeline depths {report['sketch_pipeline_depths']}",
+             f"sampled {report['sampled']} of {report['sampling']['drawn']} draws; rejected "
+             f"{report['sampling']['rejected']}; duplicates {report['sampling']['duplicates']}",
+             f"variety: {report['variety']}"]
+    if "analyzer_agreement" in report:
+        lines.append(f"built {report['built']}, errors {report['errors']}; analyzer: {report['analyzer_agreement']}")
+    for index, c in enumerate(report["candidates"]):
+        head = f"[{index}] {c['family'] or 'other'} depth {c['pipeline_depth'] or '-'} | {c['geometry']}"
+        pred = (f"analyzer {c['analyzer_shared_bytes']} B shared, {c['analyzer_registers']:g} regs"
+                f"{', spills' if c['analyzer_spills'] else ''}")
+        if c.get("status") == "built":
+            sass = " ".join(f"{k} {v}" for k, v in c["sass"].items())
+            local = f", local memory: {c['spill_bytes']} B spilled, {c['stack_bytes']} B stack" if c["spills"] else ""
+            pred += (f" | built in {c['build_s']:.0f} s: {c['shared_bytes']} B shared, {c['registers']} regs{local}"
+                     f" | SASS {sass}")
+        elif c.get("status") == "error":
+            pred += f" | ERROR {c['error']}"
+        lines.extend([head, "    " + pred])
+    return "\n".join(lines)
+
+
+def cmd_space(args) -> int:
+    report = space_report(SpaceQuery(workload=args.workload, gpu=args.gpu, space=args.space, sample=args.sample,
+                                     build=args.build, seed=args.seed, jobs=args.jobs or _cores()))
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(format_report(report))
+    return 1 if report["errors"] else 0
+
+
+def _cores() -> int:
+    import os
+
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def add_space_command(sub) -> None:
+    """``ms-pruner space WORKLOAD [--gpu NAME] [--space ...] [--sample N] [--build] [--json]``."""
+    parser = sub.add_parser("space", help="inspect a design space: sketches, samples, and with --build their "
+                                          "kernels compiled with nvcc (no GPU needed)")
+    parser.add_argument("workload", help="workload spec, e.g. matmul:4096x4096x4096:float16:float32")
+    parser.add_argument("--gpu", default="h100", help="GPU spec name (h100, a100, ...)")
+    parser.add_argument("--space", default="auto", choices=SPACES)
+    parser.add_argument("--sample", type=int, default=8, help="distinct valid candidates to draw")
+    parser.add_argument("--build", action="store_true",
+                        help="lower and compile each candidate with nvcc; read its SASS and shared memory")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=None, help="candidates built at once (default: cores)")
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    parser.set_defaults(func=cmd_space)

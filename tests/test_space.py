@@ -1,0 +1,238 @@
+"""Design spaces: the WMMA and pipelined mma.sync families, their checks, and what the analyzer and
+nvcc make of their candidates (no GPU needed)."""
+
+import collections
+import json
+import random
+
+import pytest
+
+from conftest import needs_nvcc
+from ms_pruner.errors import UserError
+from ms_pruner.workloads import parse_workload
+
+GEMM = "matmul:4096x4096x4096:float16:float32"
+CONV = "conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32"
+
+
+def _mod(spec):
+    from ms_pruner.tuning.driver import normalized_mod
+
+    return normalized_mod(parse_workload(spec).prim_func())
+
+
+def _space(spec, choice, gpu="h100"):
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search.space import DesignSpace
+    from ms_pruner.space import tuning_space
+
+    mod = _mod(spec)
+    resolved, target, generator = tuning_space(choice, mod, get_gpu_spec(gpu).target())
+    return resolved, target, DesignSpace(mod, target, space=generator)
+
+
+def test_auto_space_is_both_families_where_the_mma_rule_takes_a_block_on_sm80(tensor_intrinsics):
+    from tvm.target import Target
+
+    from ms_pruner.hardware import get_gpu_spec, llvm_target
+    from ms_pruner.space import resolve_space
+
+    h100 = get_gpu_spec("h100").target()
+    assert resolve_space("auto", _mod(GEMM), h100) == "all"
+    assert resolve_space("auto", _mod(CONV), h100) == "all"  # an NHWC conv2d is a GEMM to the mma rule too
+    assert resolve_space("auto", _mod("matmul:256x256x256:float32:float32"), h100) == "wmma"  # no fp32 mma group
+    assert resolve_space("auto", _mod(GEMM), llvm_target(1)) == "none"
+    assert resolve_space("wmma", _mod(GEMM), h100) == "wmma"
+    turing = Target({"kind": "cuda", "arch": "sm_75", "max_shared_memory_per_block": 49152,
+                     "max_threads_per_block": 1024, "thread_warp_size": 32})
+    assert resolve_space("auto", _mod(GEMM), turing) == "wmma"
+    for choice, target in (("mma", turing), ("all", turing), ("mma", llvm_target(1)), ("wide", h100)):
+        with pytest.raises(UserError):
+            resolve_space(choice, _mod(GEMM), target)
+
+
+def test_all_space_holds_both_families_with_the_opt_in_shared_memory(tensor_intrinsics):
+    from ms_pruner.space import pipeline_depth, sketch_family
+
+    resolved, target, space = _space(GEMM, "all")
+    families = collections.Counter(sketch_family(s) for s in space.sketches)
+    assert resolved == "all" and families["wmma"] >= 1 and None not in families
+    assert sorted(pipeline_depth(s) for s in space.sketches if sketch_family(s) == "mma") == [2, 3, 4]
+    assert int(target.attrs["max_shared_memory_per_block"]) == 227 * 1024
+    # The WMMA family alone keeps the tag's 48 KB, as every record tuned before the space choice.
+    _, wmma_target, wmma = _space(GEMM, "wmma")
+    assert int(wmma_target.attrs["max_shared_memory_per_block"]) == 48 * 1024
+    assert len(wmma.sketches) == families["wmma"]
+    # Where the mma rule cannot tensorize (fp32) it falls back to CUDA-core tiling, which the union
+    # leaves out: the WMMA family's space holds the same sketch.
+    fp32 = "matmul:256x256x256:float32:float32"
+    assert len(_space(fp32, "all")[2].sketches) == len(_space(fp32, "wmma")[2].sketches)
+
+
+def _mma_draw(space, depth, i, j, k, unroll=0):
+    """The mma sketch of ``depth`` replayed with the given tile decisions and unroll choice."""
+    from tvm.s_tir.schedule import Trace
+
+    from ms_pruner.space import pipeline_depth
+
+    sketch = next(s for s in space.sketches if pipeline_depth(s) == depth)
+    draws = [inst for inst in sketch.insts if inst.kind.name.startswith("Sample")]
+    return sketch, Trace(sketch.insts, dict(zip(draws, [i, j, k, unroll])))
+
+
+def test_pipeline_depth_sets_the_shared_copies_the_analyzer_predicts(tensor_intrinsics):
+    """TVM keeps one copy of each operand tile per stage up to the last that reads it: the inner
+    fragment loop's prologue, and its body where that loop runs more than once. The analyzer reads
+    that from the schedule and predicts the kernel's allocation to the byte."""
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.builder.resources import allocated_shared_bytes
+    from ms_pruner.builder.worker import lowered_tir
+
+    _, target, space = _space(GEMM, "mma")
+    analyzer = StaticAnalyzer.for_target(target)
+    tile = (256 + 256) * 2  # a 256 x 256 block tile: bytes of A and B per k element
+    for k, inner_trips in (([64, 2, 4], 2), ([128, 1, 4], 1)):
+        for depth in (2, 3, 4):
+            _, trace = _mma_draw(space, depth, [1, 16, 1, 2, 8], [4, 4, 8, 4, 1], k)
+            sch = space.replay(trace, seed=1)
+            copies = depth - (depth > 2 and inner_trips == 1)
+            k_tile = k[1] * k[2] * 8
+            if copies * tile * k_tile > 227 * 1024:
+                assert sch is None  # VerifyGPUCode counts the stages too
+                continue
+            allocated = allocated_shared_bytes(lowered_tir(sch.mod, target))
+            assert allocated == [copies * tile * k_tile]
+            assert analyzer.estimate(sch).features[0].smem_per_block == copies * tile * k_tile
+
+
+def test_permuted_layout_check_drops_the_draws_tvm_cannot_lower_or_compile(tensor_intrinsics):
+    """Without the check these draws reach the builder and fail there: a k tile of 16 stops TVM's
+    lowering, and a 1024-wide B row copied by 64 threads with its copy loop unrolled whole leaves
+    8-lane int32 vectors in the kernel, which CUDA code generation writes as code nvcc rejects."""
+    from ms_pruner.builder.worker import lowered_tir
+    from ms_pruner.space import permuted_copies_lowerable
+    from ms_pruner.search.space import DesignSpace
+
+    _, target, space = _space(GEMM, "mma")
+    unchecked = DesignSpace(space.mod, target, space=_without_check(space))
+    _, short_k = _mma_draw(unchecked, 3, [4, 2, 4, 2, 2], [4, 4, 4, 4, 2], [256, 1, 2])
+    sch = unchecked.replay(short_k, seed=1)
+    assert not permuted_copies_lowerable(sch) and space.replay(short_k, seed=1) is None
+    with pytest.raises(Exception, match="Permuted"):
+        lowered_tir(sch.mod, target)
+    unroll_128, unroll_32 = 4, 2
+    _, whole = _mma_draw(unchecked, 3, [4, 2, 1, 8, 4], [1, 4, 2, 8, 8], [128, 1, 4], unroll_128)
+    sch = unchecked.replay(whole, seed=1)
+    assert not permuted_copies_lowerable(sch) and space.replay(whole, seed=1) is None
+    assert "int32x8" in lowered_tir(sch.mod, target).script()
+    _, partial = _mma_draw(unchecked, 3, [4, 2, 1, 8, 4], [1, 4, 2, 8, 8], [128, 1, 4], unroll_32)
+    sch = space.replay(partial, seed=1)
+    assert sch is not None and "int32x8" not in lowered_tir(sch.mod, target).script()
+
+
+def _without_check(space):
+    """The space's generator with TVM's postprocessors only (the permuted-layout check left out)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.space.families import family_rules, space_mutators
+
+    return ms.space_generator.PostOrderApply(sch_rules=family_rules("mma"), postprocs=ms.Postproc.create("cuda-tensorcore"),
+                                             mutator_probs=space_mutators())
+
+
+def test_droplet_moves_a_partitioned_tile_within_its_constraint(tensor_intrinsics):
+    from ms_pruner.search.droplet import neighbour_decisions
+
+    _, _, space = _space(GEMM, "mma")
+    _, trace = _mma_draw(space, 3, [1, 16, 1, 2, 8], [4, 4, 8, 4, 1], [64, 2, 4])
+    moves = [(inst, new) for inst, new in neighbour_decisions(trace) if inst.kind.name == "SamplePartitionedTile"]
+    assert moves
+    for inst, new in moves:
+        position, multiple = int(inst.attrs[1]), int(inst.attrs[2])
+        inner = 1
+        for factor in new[position:]:
+            inner *= factor
+        assert inner % multiple == 0
+    # j = (4, 4, 8, 4, 1) has inner part 4 = its multiple: no move may take a 2 out of it.
+    j_moves = [new for inst, new in moves if int(inst.attrs[2]) == 4]
+    assert j_moves and all(new[3] * new[4] % 4 == 0 for new in j_moves)
+
+
+def test_family_floor_trades_the_lowest_picks_for_the_missing_family():
+    from ms_pruner.search.batch import with_family_floor
+
+    picks = ["w1", "w2", "w3", "w4", "w5", "w6"]
+    rest = ["w7", "m1", "w8", "m2", "m3"]
+    family = lambda name: name[0]  # noqa: E731
+    floored, left = with_family_floor(picks, rest, family, 2)
+    assert floored == ["w1", "w2", "w3", "w4", "m1", "m2"]
+    assert left[:2] == ["w5", "w6"] and "m1" not in left and "m3" in left
+    assert with_family_floor(picks, ["w7"], family, 2) == (picks, ["w7"])
+    # A family above its floor gives way only down to the floor.
+    assert with_family_floor(["w1", "w2", "w3"], ["m1", "m2"], family, 2)[0] == ["w1", "w2", "m1"]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("gpu", ["h100", "a100"])
+def test_sampled_mma_candidates_build_with_async_copies_as_the_analyzer_predicts(gpu, tensor_intrinsics):
+    """32 draws of the mma space, every one lowered and compiled with nvcc: no build error, each
+    kernel's SASS runs HMMA, ldmatrix and cp.async, and the analyzer, reading the schedule before
+    lowering, predicted its shared memory (stages included) to the byte and whether ptxas puts
+    registers in local memory (spill stores or a stack for the accumulator array), on a set that holds
+    both."""
+    from ms_pruner.space.report import SpaceQuery, space_report
+
+    report = space_report(SpaceQuery(GEMM, gpu=gpu, space="mma", sample=32, build=True, seed=0, jobs=2))
+    candidates = report["candidates"]
+    assert report["sampled"] == report["built"] == 32 and report["errors"] == 0
+    assert len({json.dumps(c["tiles"]) for c in candidates}) >= 8
+    assert len(report["variety"]["pipeline_depths"]) >= 2
+    for c in candidates:
+        assert min(c["sass"][name] for name in ("HMMA", "LDSM", "LDGSTS")) > 0, c
+        assert c["analyzer_shared_bytes"] == c["shared_bytes"], c
+        assert c["analyzer_spills"] == c["spills"], c
+    assert {c["spills"] for c in candidates} == {True, False}
+
+
+def test_space_command_reports_sketches_samples_and_rejections(tensor_intrinsics, capsys):
+    from ms_pruner.cli import main
+
+    assert main(["space", GEMM, "--gpu", "h100", "--space", "all", "--sample", "6", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {"sketches", "sampled", "built", "errors", "candidates"} <= set(report)
+    assert report["sketches"]["mma"] == 3 and report["sketches"]["wmma"] >= 1
+    assert report["sampled"] == len(report["candidates"]) == 6 and report["built"] == report["errors"] == 0
+    sampling = report["sampling"]
+    assert sampling["drawn"] == sampling["valid"] + sum(sampling["rejected"].values())
+    assert set(sampling["rejected"]) <= {"PermutedLayoutCheck", "VerifyGPUCode", "replay"}
+    assert main(["space", GEMM, "--gpu", "h100", "--space", "mma", "--sample", "-1"]) == 2
+    assert "--sample" in capsys.readouterr().err
+
+
+@needs_nvcc
+def test_a_pruner_round_on_both_families_proposes_each_and_every_proposal_builds(tensor_intrinsics):
+    """One cold PrunerSearch round on the ``all`` space for the H100 (nothing measured): the analyzer
+    ranks both families on one scale, the batch holds each family's floor, and every candidate it
+    proposes lowers and compiles."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.cost_model import PaCM
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import PrunerSearch
+    from ms_pruner.space import sketch_family, tuning_space
+    from ms_pruner.space.report import build_report
+
+    mod = tvm.IRModule({"main": parse_workload(GEMM).prim_func()})
+    _, target, generator = tuning_space("all", mod, get_gpu_spec("h100").target())
+    strategy = PrunerSearch(cold_population=64, cold_genetic_iters=1, draft_size=64, cold_ptxas_ties=0, seed=0)
+    context = ms.TuneContext(mod=mod, target=target, space_generator=generator, search_strategy=strategy,
+                             task_name="main", rand_state=0, num_threads=2)
+    context.pre_tuning(max_trials=32, num_trials_per_iter=16, design_spaces=context.generate_design_space(),
+                       database=ms.database.MemoryDatabase(), cost_model=PaCM(seed=0))
+    picks = context.search_strategy.generate_measure_candidates()
+    families = collections.Counter(sketch_family(c.sch.trace) for c in picks)
+    assert len(picks) == 8 and families["mma"] >= 2 and families["wmma"] >= 2
+    assert strategy.timings[-1]["families"] == {k: v for k, v in families.items()}
+    for candidate in picks:
+        assert build_report(candidate.sch, target)["status"] == "built"
