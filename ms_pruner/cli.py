@@ -73,7 +73,8 @@ def cmd_tune(args) -> int:
             f"({timing['run_errors']} errors), model update {timing['update_s']:.1f}s"
         )
     print(
-        f"{workload.spec} on {choice.target.kind.name}: best {result.best_latency_s * 1e6:.2f} us "
+        f"{workload.spec} on {choice.target.kind.name}{'' if result.space == 'none' else ', space ' + result.space}: "
+        f"best {result.best_latency_s * 1e6:.2f} us "
         f"({result.best_tflops:.3f} TFLOP/s), {result.records} records ({result.new_trials} new) "
         f"in {work_dir}"
     )

@@ -236,3 +236,40 @@ def test_a_pruner_round_on_both_families_proposes_each_and_every_proposal_builds
     assert strategy.timings[-1]["families"] == {k: v for k, v in families.items()}
     for candidate in picks:
         assert build_report(candidate.sch, target)["status"] == "built"
+
+
+def test_the_analyzer_and_pacm_read_an_mma_kernel_block_by_block(tensor_intrinsics):
+    """The walk names TVM 0.27's mma intrinsics, counts the auto copies once a block (not once a
+    warp), and PaCM's tokens see every data-flow pattern of the kernel."""
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.cost_model.tokens import block_pattern
+
+    _, target, space = _space(GEMM, "mma")
+    _, trace = _mma_draw(space, 3, [1, 16, 1, 2, 8], [4, 4, 8, 4, 1], [64, 2, 4])
+    sch = space.replay(trace, seed=1)
+    programs, estimate = StaticAnalyzer.for_target(target).analyze(sch)
+    patterns = {block_pattern(b) for b in programs[0].blocks}
+    assert {"copy_global_to_shared", "load_fragment", "mma", "init_fragment", "store_fragment"} <= patterns
+    features = estimate.features[0]
+    assert features.mma_count == 4096 ** 3 / (16 * 8 * 8) and features.pipeline_stages == 3
+    assert features.threads_per_block == 8 * 32 and features.acc_fragments_per_warp == 16 * 4  # i: 2 x 8, j: 4 x 1
+    blocks, trips = 16 * 16, 64
+    fetched = {c.name: c.bytes_total for c in features.copies if c.dst_scope == "shared.dyn"}
+    assert fetched == {"A_reindex_shared.dyn": blocks * trips * 256 * 64 * 2,
+                       "B_reindex_shared.dyn": blocks * trips * 64 * 256 * 2}
+
+
+@needs_nvcc
+def test_the_mma_ceiling_benchmark_compiles_for_ampere_and_hopper():
+    """The GPU step measures the mma.sync ceiling with scripts/mma_ceiling.py; it must compile here,
+    where no GPU can run it."""
+    import subprocess
+    import sys
+
+    from conftest import REPO_ROOT
+
+    for arch in ("sm_80", "sm_90a"):
+        proc = subprocess.run([sys.executable, "scripts/mma_ceiling.py", "--arch", arch, "--compile-only"],
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-500:]
+        assert json.loads(proc.stdout) == {"arch": arch, "compiled": True}

@@ -51,6 +51,8 @@ def block_pattern(block: BlockInfo) -> str:
         return "load_fragment"
     if any(n in FRAGMENT_STORES for n in names):
         return "store_fragment"
+    if block.auto_copy_lanes and any(is_fragment(r.scope) for r in block.reads):
+        return "store_fragment"  # the mma rule's write-back: accumulators to global through TVM's auto copy
     if block.is_init and any(is_fragment(w.scope) for w in block.writes):
         return "init_fragment"
     dst = block.writes[0].scope if block.writes else ""
@@ -82,7 +84,7 @@ def _block_token(block: BlockInfo) -> np.ndarray:
         read_bytes,
         write_bytes,
         block.executions * (read_bytes + write_bytes),
-        block.vector_lanes,
+        block.auto_copy_lanes or block.vector_lanes,
         own_serial,
         math.prod(serial) if serial else 1,
         len(block.loops),

@@ -25,14 +25,14 @@ import random
 from typing import Callable, Dict, Hashable, List, Optional, Tuple
 
 from .arrangement import arrangement_variant_traces, warp_tile_splits
-from .droplet import innermost_bound, neighbour_decisions, tile_decisions
+from .droplet import TILE_SAMPLES, innermost_bound, neighbour_decisions, tile_decisions
 from .fetch_width import decisions_but_operand_fetches, wide_fetch_variant_traces, with_wide_fetch_variants
 
 
 def tile_moves(trace) -> List:
-    """(instruction, decision) pairs one tile-factor move away from ``trace``'s tiling."""
-    return [(inst, decision) for inst, decision in neighbour_decisions(trace)
-            if inst.kind.name == "SamplePerfectTile"]
+    """(instruction, decision) pairs one tile-factor move away from ``trace``'s tiling (perfect splits,
+    and the mma rule's partitioned ones within their constraint)."""
+    return [(inst, decision) for inst, decision in neighbour_decisions(trace) if inst.kind.name in TILE_SAMPLES]
 
 
 # The levels of a five-level spatial tile split (MultiLevelTilingTensorCore's S0-S4) that a reshape
