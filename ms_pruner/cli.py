@@ -385,8 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(func=cmd_show)
 
     from .space.report import add_space_command
+    from .tuning.check import add_check_command
 
     add_space_command(sub)
+    add_check_command(sub)
     return parser
 
 

@@ -27,6 +27,7 @@
 #   bash scripts/gpu_session.sh mma-pruner        # issue 44: Pruner on the `all` space (WMMA + mma), the matmul
 #   bash scripts/gpu_session.sh mma-stock         # issue 44: stock MetaSchedule on `all`, same settings
 #   bash scripts/gpu_session.sh mma-more          # issue 44: fp16->fp16 matmul and BERT's dense_bias, both, on `all`
+#   bash scripts/gpu_session.sh mma-check         # issue 44: every finished run's best kernel against the exact result and torch
 #                                                 #   (the mma-* comparisons go to $KEEP/compare_all)
 #
 #   DEADLINE=$(( $(date +%s) + 570 )) bash scripts/gpu_session.sh queue matmul-stock matmul-pruner ...
@@ -119,6 +120,7 @@ models() {
             # One small Pruner run through builder, runner and search on the GPU (~1-2 min): a broken
             # build or load shows here, not after eight minutes of matmul-stock.
             ms tune "${SMOKE:-matmul:1024x1024x1024:float16:float32}" --target "$TARGET" --trials 16 --per-iter 16 \
+                --space "${SMOKE_SPACE:-auto}" \
                 --seed 0 --work-dir "$KEEP/smoke" --no-progress
             python3 -m ms_pruner show --work-dir "$KEEP/smoke" | tee "$KEEP/smoke.txt"
             grep -q "valid); best" "$KEEP/smoke.txt" || echo "== SMOKE FAILED: no valid measurement; read $KEEP/smoke/logs before spending more device time" ;;
@@ -162,6 +164,8 @@ models() {
         mma-pruner) SPACE=all COMPARE_DIR=compare_all compare "$MM" pruner ;;
         mma-stock) SPACE=all COMPARE_DIR=compare_all compare "$MM" stock ;;
         mma-more) SPACE=all COMPARE_DIR=compare_all compare "$MM16 $FFN" pruner,stock ;;
+        mma-check) timeout --foreground "$BUDGET" python3 -m ms_pruner check --compare "$KEEP/compare_all" \
+            --target "$TARGET" --json > "$KEEP/check_all.json"; cat "$KEEP/check_all.json" ;;
         models-stock) models stock ;;
         models-pruner)
             models pruner
@@ -182,7 +186,7 @@ models() {
     find work -type f \( -name '*.json' -o -name '*.jsonl' \) -print | tar czf "$OUT/work_all.tgz" -T -)
 (cd "$KEEP" && find . -path ./out -prune -o -type f -size -16M ! -name '*.so' ! -name '*.cubin' ! -name '*.tar' \
     ! -name '*.tgz' -print | tar czf "$OUT/keep.tgz" -T -)
-for name in session.log calibrate.json mma_ceiling.json compare/compare.json compare/compare.md compare/compare.png \
+for name in session.log calibrate.json mma_ceiling.json check_all.json compare/compare.json compare/compare.md compare/compare.png \
     compare_all/compare.json compare_all/compare.md; do
     [ ! -e "$KEEP/$name" ] || cp "$KEEP/$name" "$OUT/"
 done

@@ -1,0 +1,131 @@
+"""``ms-pruner check``: does a run's best kernel compute what its workload asks?
+
+A tuner's latency says nothing about the output, and TVM's mma rule computed wrong results before
+TVM PR #18528; every reported kernel is therefore run once more, on this machine's device, on the
+workload's random inputs and held against the exact result (numpy, float64). The error is the
+largest absolute difference over the largest absolute reference value; where torch has the operator
+(cuBLAS, cuDNN on a GPU) its error on the same inputs is reported beside, as the bar for the dtype.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import List, Optional
+
+import numpy as np
+
+from ..errors import UserError
+
+# Largest normalised error a correct kernel shows: fp32 results of fp16 products accumulated in fp32,
+# and fp16 results (accumulated in fp16 by the fp16 mma groups, ~sqrt(K) roundings of 2^-11).
+TOLERANCE = {"float32": 1e-3, "float16": 5e-2}
+
+
+@dataclasses.dataclass
+class OutputCheck:
+    """One run's best kernel against the exact result."""
+
+    work_dir: str
+    workload: str
+    best_latency_s: float
+    error: float  # max |out - exact| / max |exact|
+    tolerance: float
+    torch_error: Optional[float]  # torch's own, on the same inputs (None where it has no such op)
+
+    @property
+    def passed(self) -> bool:
+        return bool(np.isfinite(self.error)) and self.error <= self.tolerance
+
+    def as_json(self) -> dict:
+        return dict(dataclasses.asdict(self), passed=self.passed)
+
+
+def check_best(work_dir: str, spec: str, target) -> OutputCheck:
+    """Build ``work_dir``'s best record of ``spec`` for ``target`` as the builder does and check its output."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from ..builder import lower_candidate
+    from ..workloads import parse_workload
+    from .driver import normalized_mod
+    from .records import best_record, mean_latency, open_database, records_for
+
+    workload = parse_workload(spec)
+    database = open_database(work_dir)
+    mod = normalized_mod(workload.prim_func())
+    best = best_record(records_for(database, mod))
+    if best is None:
+        raise UserError(f"'{work_dir}' holds no valid record of {spec}")
+    sch = ms.tir_integration.compile_tir(database, mod, best.target)
+    executable = lower_candidate(sch.mod, best.target)
+    device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
+    inputs = workload.random_inputs(seed=1)
+    out = tvm.runtime.tensor(np.zeros(workload.output_shape(), dtype=workload.out_dtype), device)
+    executable(*[tvm.runtime.tensor(x, device) for x in inputs], out)
+    exact = workload.reference(inputs)
+    return OutputCheck(work_dir=work_dir, workload=spec, best_latency_s=mean_latency(best),
+                       error=_error(out.numpy(), exact), tolerance=TOLERANCE.get(workload.out_dtype, 1e-3),
+                       torch_error=_torch_error(workload, inputs, exact, target))
+
+
+def compared_runs(out_dir: str) -> List[tuple]:
+    """(work dir, workload spec) of every finished run of the comparison under ``out_dir``."""
+    path = os.path.join(out_dir, "compare.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            report = json.load(handle)
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot read comparison {path}: {err}") from err
+    return [(run["work_dir"], spec) for spec, entry in report.get("workloads", {}).items()
+            for run in entry.get("runs", {}).values()]
+
+
+def _error(out: np.ndarray, exact: np.ndarray) -> float:
+    scale = float(np.max(np.abs(exact))) or 1.0
+    return float(np.max(np.abs(out.astype(np.float64) - exact))) / scale
+
+
+def _torch_error(workload, inputs, exact, target) -> Optional[float]:
+    from .reference import torch_operation
+
+    device = "cuda" if target.kind.name == "cuda" else "cpu"
+    if device == "cpu" and workload.in_dtype == "float16":
+        return None  # torch's CPU fp16 GEMM is not what a GPU run is held against
+    operation = torch_operation(workload, inputs, device)
+    if operation is None:
+        return None
+    _, run, to_layout = operation
+    return _error(to_layout(run()).float().cpu().numpy(), exact)
+
+
+def cmd_check(args) -> int:
+    from ..hardware import resolve_target
+
+    if bool(args.compare) == bool(args.work_dir):
+        raise UserError("check needs --work-dir DIR --workload SPEC, or --compare OUT_DIR")
+    if args.work_dir and not args.workload:
+        raise UserError("--work-dir needs --workload SPEC (the workload its records are of)")
+    runs = compared_runs(args.compare) if args.compare else [(args.work_dir, args.workload)]
+    target = resolve_target(args.target, args.gpu, require_device=True).target
+    checks = [check_best(work_dir, spec, target) for work_dir, spec in runs]
+    if args.json:
+        print(json.dumps([c.as_json() for c in checks]))
+    for c in checks if not args.json else []:
+        torch_part = f", torch {c.torch_error:.2e}" if c.torch_error is not None else ""
+        print(f"{'ok  ' if c.passed else 'FAIL'} {c.workload} {c.work_dir}: best {c.best_latency_s * 1e6:.1f} us, "
+              f"error {c.error:.2e} (tolerance {c.tolerance:.0e}{torch_part})")
+    return 0 if all(c.passed for c in checks) else 1
+
+
+def add_check_command(sub) -> None:
+    parser = sub.add_parser("check", help="run a work dir's best kernel here and hold its output against the "
+                                          "exact result (and torch's)")
+    parser.add_argument("--work-dir", default=None)
+    parser.add_argument("--workload", default=None, help="the workload spec the work dir tuned")
+    parser.add_argument("--compare", default=None, metavar="OUT_DIR", help="every finished run of this comparison")
+    parser.add_argument("--target", default="auto")
+    parser.add_argument("--gpu", default=None)
+    parser.add_argument("--json", action="store_true")
+    parser.set_defaults(func=cmd_check)
