@@ -32,7 +32,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import command_line, machine, read_json, valid_records, write_json  # noqa: E402
 
-_SASS_LINE = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)([^;]*);")
+from ms_pruner.builder.sass import instructions as parse_sass  # noqa: E402  (the listing's parser, shared)
+
 _HMMA_DEST = re.compile(r"^\s*(R\d+),")
 
 
@@ -46,11 +47,6 @@ def read_cubin(cubin: bytes, cuda_bin: str):
         text, usage = (subprocess.run(["cuobjdump", flag, f.name], capture_output=True, text=True, env=env,
                                       check=True).stdout for flag in ("-sass", "-res-usage"))
     return parse_sass(text), int(re.search(r"REG:(\d+)", usage).group(1))
-
-
-def parse_sass(text: str) -> list:
-    """(address, opcode, operands) of each instruction line of a ``cuobjdump -sass`` listing."""
-    return [(int(m.group(1), 16), m.group(2), m.group(3)) for m in map(_SASS_LINE.match, text.splitlines()) if m]
 
 
 def main_loop(instructions: list) -> list:

@@ -148,9 +148,8 @@ def _auto_copy_stream(block: BlockInfo, src, dst, warp_size: int, block_threads:
     """A copy TVM lowers for all the block's threads (``auto_copy``): each thread moves ``lanes``
     contiguous elements at a time, so a warp request spans whole 128-byte lines; into the mma rule's
     permuted layout and out of its accumulators the shared side is free of bank conflicts."""
-    lanes = block.auto_copy_lanes
-    elem = dst.dtype_bytes if is_shared(dst.scope) or dst.scope == "global" else src.dtype_bytes
-    bytes_total = block.executions * dst.elements * dst.dtype_bytes
+    lanes, elem = block.auto_copy_lanes, dst.dtype_bytes
+    bytes_total = block.executions * dst.elements * elem
     per_request = lanes * elem * warp_size
     tile_trips = max(1, -(-dst.elements // max(1, block_threads * lanes)))
     return CopyStream(
@@ -348,8 +347,8 @@ def merged_shared_bytes(operand_tiles: Dict[str, float], staging_tiles: Dict[str
 
 def _auto_copy_staging(src, dst, warps: int) -> float:
     """Shared bytes TVM's auto copy of accumulators to global (the mma rule's epilogue) allocates: each
-    warp stages ``AUTO_COPY_ROWS`` rows of its tile at a time (measured on the lowered kernels of
-    sampled 4096^3 matmul candidates: scripts/space_report.py)."""
+    warp stages ``AUTO_COPY_ROWS`` rows of its tile at a time (read from the lowered kernels of
+    sampled 4096^3 matmul candidates; checked by ``ms-pruner space --build``, docs/space.md)."""
     row = dst.shape[-1] if dst.shape else 1
     return float(warps * AUTO_COPY_ROWS * row * src.dtype_bytes)
 

@@ -16,7 +16,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 _SASS_LINE = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)([^;]*);")
 COUNTED = ("HMMA", "LDSM", "LDGSTS", "LDGDEPBAR", "LDG", "STG", "LDS", "STS", "LDL", "STL", "BAR")
@@ -55,9 +55,14 @@ def read_sass(cubin: bytes, cuda_bin: Optional[str] = None) -> str:
     return proc.stdout
 
 
+def instructions(listing: str) -> List[Tuple[int, str, str]]:
+    """(address, opcode, operands) of each instruction line of a ``cuobjdump -sass`` listing."""
+    return [(int(m.group(1), 16), m.group(2), m.group(3)) for m in map(_SASS_LINE.match, listing.splitlines()) if m]
+
+
 def opcodes(listing: str) -> List[str]:
     """Each instruction's opcode (``HMMA.1688.F32``) in a ``cuobjdump -sass`` listing, in order."""
-    return [m.group(2) for m in map(_SASS_LINE.match, listing.splitlines()) if m]
+    return [opcode for _, opcode, _ in instructions(listing)]
 
 
 def opcode_counts(listing: str) -> Dict[str, int]:

@@ -78,9 +78,8 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     mma rule takes a block of any task, else ``wmma``."""
     from tvm.s_tir import meta_schedule as ms
 
-    from ..space import resolve_space, space_generator, space_target
-
     from ..builder import cuda_compile_scope
+    from ..space import tuning_space
     from ..tuning.driver import check_search, instrumented_session, search_components
     from ..tuning.records import open_database
 
@@ -96,8 +95,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     tasks = ms.relax_integration.extract_tasks(fused, target)
     if not tasks:
         raise UserError("the model has no tunable operators")
-    resolved = resolve_space(space, [task.dispatched[0] for task in tasks], target)
-    target = space_target(resolved, target)
+    _, target, generator = tuning_space(space, [task.dispatched[0] for task in tasks], target)
     os.makedirs(work_dir, exist_ok=True)
     database = open_database(work_dir, create=True)
     strategy_obj, model = search_components(strategy, target, pretrained, seed)
@@ -113,7 +111,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
             database=database,
             cost_model=model,
             strategy=strategy_obj,
-            space=space_generator(resolved),
+            space=generator,
             seed=seed,
             **measure,
         )

@@ -9,6 +9,7 @@ refinements random mutation keeps missing.
 
 from __future__ import annotations
 
+import math
 import random
 from typing import List, Tuple
 
@@ -39,10 +40,7 @@ def _tile_allows(inst, factors: List[int]) -> bool:
     partitioned tile's inner levels (from ``partition_pos``) a multiple of ``innerpart_factor``."""
     if inst.kind.name == "SamplePartitionedTile":
         position, multiple = int(inst.attrs[1]), int(inst.attrs[2])
-        inner = 1
-        for factor in factors[position:]:
-            inner *= factor
-        return inner % max(1, multiple) == 0
+        return math.prod(factors[position:]) % max(1, multiple) == 0
     bound = innermost_bound(inst)
     return not (bound > 0 and factors[-1] > bound)
 

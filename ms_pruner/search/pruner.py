@@ -391,8 +391,9 @@ class PrunerSearch(PySearchStrategy):
         from ..space import sketch_family
 
         floor = int(batch * self.settings.cold_family_share)
-        family = lambda sch: sketch_family(sch.trace)  # noqa: E731
-        if floor > 0 and len({family(s) for s in picks + self.carry}) > 1:
+        families = {id(s): sketch_family(s.trace) for s in picks + self.carry}
+        family = lambda sch: families[id(sch)]  # noqa: E731
+        if floor > 0 and len(set(families.values())) > 1:
             picks, self.carry = with_family_floor(picks, self.carry, family, floor)
         timing["families"] = dict(collections.Counter(str(family(s)) for s in picks))
         return picks

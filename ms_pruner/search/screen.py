@@ -25,8 +25,8 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from .candidates import structural_key
+from .droplet import TILE_SAMPLES
 
-TILE_SAMPLES = ("SamplePerfectTile", "SamplePartitionedTile")  # the mma rule's i and j splits are partitioned
 SUPPORTED_DECISIONS = (*TILE_SAMPLES, "SampleCategorical")
 SLACK_LOG2 = 0.1  # screened out only when the lowered prediction exceeds a limit by 7% more
 MIN_EXTRA_ROWS = 4  # replayed draws beyond the fit's unknowns before a sketch is screened

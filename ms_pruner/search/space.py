@@ -7,6 +7,7 @@ EvolutionarySearch does in C++; a candidate that a postprocessor rejects is not 
 
 from __future__ import annotations
 
+import collections
 import random
 from typing import Callable, List, Optional
 
@@ -109,21 +110,28 @@ class DesignSpace:
         return self.replays[0] - before[0], self.replays[1] - before[1]
 
     def sample(self, count: int, seed: int = 0, max_attempts: Optional[int] = None,
-               exclude: Optional[set] = None) -> List:
-        """Up to ``count`` distinct random candidates (post-processed Schedules)."""
+               exclude: Optional[set] = None, verdicts: Optional[dict] = None) -> List:
+        """Up to ``count`` distinct random candidates (post-processed Schedules). ``verdicts``, when
+        given, receives the draws made ("drawn"), the valid repeats ("duplicates") and the rejections
+        by what made them ("rejected": ``replay_verdict``'s reasons)."""
         rng = random.Random(seed)
         seen = set(exclude or ())
         found = []
+        tally = verdicts if verdicts is not None else {}
+        tally.update(drawn=0, duplicates=0, rejected=collections.Counter())
         attempts = max_attempts if max_attempts is not None else 20 * count + 20
         for _ in range(attempts):
             if len(found) >= count:
                 break
+            tally["drawn"] += 1
             sketch = self.sketches[rng.randrange(len(self.sketches))]
-            sch = self.replay(sketch, seed=rng.randrange(1, 2**30), keep_decisions=False)
+            sch, why = self.replay_verdict(sketch, seed=rng.randrange(1, 2**30), keep_decisions=False)
             if sch is None:
+                tally["rejected"][why] += 1
                 continue
             key = structural_key(sch.mod)
             if key in seen:
+                tally["duplicates"] += 1
                 continue
             seen.add(key)
             found.append(sch)

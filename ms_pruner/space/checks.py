@@ -3,7 +3,7 @@
 The mma rule marks its global->shared copies ``permuted_layout`` (``g2s_A``/``g2s_B``): shared rows
 are swizzled in groups of eight 16-byte chunks so that ldmatrix reads them without bank conflicts.
 Two kinds of tiling fail after they were sampled, each found by building sampled candidates of the
-4096^3 fp16 matmul with nvcc (scripts/space_report.py, docs/search.md):
+4096^3 fp16 matmul with nvcc (``ms-pruner space --build``, docs/space.md):
 
 - a tile row that is not a multiple of 32 elements: TVM's lowering stops ("Permuted SLayout ... is
   not supported since its second dimension is not divisible by 32"). The rule samples the row of A
@@ -20,8 +20,12 @@ search, Pruner's, a trace replayed from a database).
 
 from __future__ import annotations
 
+import math
+
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.postproc import PyPostproc
+
+from ..analysis.access import dtype_bytes
 
 PERMUTED_LAYOUT_KEY = "permuted_layout"
 VECTOR_BYTES_KEY = "vector_bytes"
@@ -41,12 +45,6 @@ def _block_threads(sch) -> int:
         if inst.kind.name == "Bind" and str(inst.attrs[0]) == "threadIdx.y":
             threads *= int(sch.get(inst.inputs[0]).extent)
     return threads
-
-
-def _dtype_bytes(dtype) -> int:
-    import tvm
-
-    return max(1, tvm.DataType(str(dtype)).bits // 8)
 
 
 def _value(sch, rv) -> int:
@@ -69,12 +67,11 @@ def permuted_copies_lowerable(sch) -> bool:
         extents = [r.extent for r in region.region]
         if not all(hasattr(e, "value") for e in extents):
             return False
-        row, elements = int(extents[-1].value), 1
-        for extent in extents:
-            elements *= int(extent.value)
+        row, elements = int(extents[-1].value), math.prod(int(e.value) for e in extents)
         if row % PERMUTED_ROW_ELEMENTS:
             return False
-        lanes = max(1, next((w for rv, w in widths if rv.same_as(block_rv)), 16) // max(1, _dtype_bytes(region.source.dtype)))
+        width = next((w for rv, w in widths if rv.same_as(block_rv)), 16)
+        lanes = max(1, int(width // dtype_bytes(region.source.dtype)))
         per_pass = threads * lanes
         if row > per_pass and unroll >= -(-elements // per_pass):
             return False

@@ -15,7 +15,7 @@ The mma family adds two things to TVM's rule: its sketches come at several pipel
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from ..errors import UserError
 from ..intrinsics import register_tensor_intrinsics
@@ -115,8 +115,8 @@ def arch_number(target) -> int:
 
 
 def mma_takes(mod, target) -> bool:
-    """Whether the mma rule tensorizes a block of ``mod`` (plain GEMM blocks; not conv2d)."""
-    return any(family == "mma" for family in sketch_families(_sketches(family_generator("mma"), mod, target)))
+    """Whether the mma rule tensorizes a block of ``mod`` (docs/space.md lists which workloads it takes)."""
+    return any(sketch_family(s.trace) == "mma" for s in _sketches(family_generator("mma"), mod, target))
 
 
 def resolve_space(choice: str, mod, target) -> str:
@@ -202,19 +202,9 @@ def sketch_family(trace) -> Optional[str]:
     return None
 
 
-def sketch_families(schedules) -> List[Optional[str]]:
-    return [sketch_family(s.trace) for s in schedules]
-
-
 def pipeline_depth(trace) -> Optional[int]:
     """Shared-memory stages of a pipelined trace: its outer pipeline's last stage + 1; None unpipelined."""
     from .pipeline import outer_stage_annotation
 
     stages = outer_stage_annotation(trace)
     return max(stages) + 1 if stages else None
-
-
-def family_counts(traces) -> Tuple[int, int, int]:
-    """(wmma, mma, neither) among ``traces``."""
-    families = [sketch_family(t) for t in traces]
-    return families.count("wmma"), families.count("mma"), families.count(None)

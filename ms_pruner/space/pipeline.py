@@ -27,7 +27,6 @@ STAGE_KEY = "software_pipeline_stage"
 ORDER_KEY = "software_pipeline_order"
 ASYNC_KEY = "software_pipeline_async_stages"
 DEPTHS = (2, 3, 4)
-TVM_DEPTH = 3
 REDUCTION_ITER = 2  # tirx.IterVar.CommReduce
 
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-import random
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 from ..errors import UserError
 from ..threads import map_on_threads
@@ -40,33 +39,17 @@ class SpaceQuery:
     jobs: int = 1
 
 
-def sample_with_verdicts(space, count: int, seed: int, max_draws: Optional[int] = None):
+def sample_with_verdicts(space, count: int, seed: int):
     """(up to ``count`` distinct valid schedules, {"drawn", "valid", "duplicates", "rejected": {why: n}})
-    drawn as MetaSchedule's sampler draws (a random sketch, fresh decisions), each rejection
-    attributed to the postprocessor that made it (``DesignSpace.replay_verdict``)."""
-    from ..search.candidates import structural_key
-
-    rng = random.Random(seed)
-    found, seen = [], set()
-    rejected: Dict[str, int] = collections.Counter()
-    drawn = duplicates = 0
-    for _ in range(max_draws if max_draws is not None else 40 * count + 40):
-        if len(found) >= count:
-            break
-        drawn += 1
-        sketch = space.sketches[rng.randrange(len(space.sketches))]
-        sch, why = space.replay_verdict(sketch, seed=rng.randrange(1, 1 << 30), keep_decisions=False)
-        if sch is None:
-            rejected[POSTPROC_NAMES.get(why, why)] += 1
-            continue
-        key = structural_key(sch.mod)
-        if key in seen:
-            duplicates += 1
-            continue
-        seen.add(key)
-        found.append(sch)
-    return found, {"drawn": drawn, "valid": drawn - sum(rejected.values()), "duplicates": duplicates,
-                   "rejected": dict(sorted(rejected.items()))}
+    from ``DesignSpace.sample`` (MetaSchedule's draws: a random sketch, fresh decisions), in at most
+    40 draws a schedule asked, each rejection named by the postprocessor that made it."""
+    verdicts: Dict = {}
+    found = space.sample(count, seed, max_attempts=40 * count + 40, verdicts=verdicts)
+    rejected = collections.Counter()
+    for why, times in verdicts["rejected"].items():
+        rejected[POSTPROC_NAMES.get(why, why)] += times
+    return found, {"drawn": verdicts["drawn"], "valid": verdicts["drawn"] - sum(rejected.values()),
+                   "duplicates": verdicts["duplicates"], "rejected": dict(sorted(rejected.items()))}
 
 
 def tensor_intrinsics(trace) -> List[str]:
@@ -228,19 +211,15 @@ def format_report(report: dict) -> str:
 
 
 def cmd_space(args) -> int:
+    from ..builder import default_max_workers
+
     report = space_report(SpaceQuery(workload=args.workload, gpu=args.gpu, space=args.space, sample=args.sample,
-                                     build=args.build, seed=args.seed, jobs=args.jobs or _cores()))
+                                     build=args.build, seed=args.seed, jobs=args.jobs or default_max_workers()))
     if args.json:
         print(json.dumps(report))
     else:
         print(format_report(report))
     return 1 if report["errors"] else 0
-
-
-def _cores() -> int:
-    import os
-
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
 def add_space_command(sub) -> None:
@@ -254,6 +233,6 @@ def add_space_command(sub) -> None:
     parser.add_argument("--build", action="store_true",
                         help="lower and compile each candidate with nvcc; read its SASS and shared memory")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--jobs", type=int, default=None, help="candidates built at once (default: cores)")
+    parser.add_argument("--jobs", type=int, default=None, help="candidates built at once (default: the builder's workers, the physical cores)")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.set_defaults(func=cmd_space)
