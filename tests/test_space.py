@@ -41,6 +41,12 @@ def test_auto_space_is_both_families_where_the_mma_rule_takes_a_block_on_sm80(te
     assert resolve_space("auto", _mod(GEMM), h100) == "all"
     assert resolve_space("auto", _mod(CONV), h100) == "all"  # an NHWC conv2d is a GEMM to the mma rule too
     assert resolve_space("auto", _mod("matmul:256x256x256:float32:float32"), h100) == "wmma"  # no fp32 mma group
+    # docs/space.md's list: the rest of what the mma rule takes, and what it leaves ("only SSR loops").
+    for spec in ("matmul_nt:1024x1024x1024:float16:float32", "dense_bias:2048x3072x768:float16:float32",
+                 "dense_bias_relu:2048x3072x768:float16:float32", "matmul:4096x4096x4096:float16:float16"):
+        assert resolve_space("auto", _mod(spec), h100) == "all", spec
+    for spec in ("batch_matmul:12x128x128x64:float16:float32", "conv2d_nhwc:16x56x56x64x64k1s1p0:float16:float32"):
+        assert resolve_space("auto", _mod(spec), h100) == "wmma", spec
     assert resolve_space("auto", _mod(GEMM), llvm_target(1)) == "none"
     assert resolve_space("wmma", _mod(GEMM), h100) == "wmma"
     turing = Target({"kind": "cuda", "arch": "sm_75", "max_shared_memory_per_block": 49152,

@@ -7,11 +7,12 @@ Two kinds of tiling fail after they were sampled, each found by building sampled
 
 - a tile row that is not a multiple of 32 elements: TVM's lowering stops ("Permuted SLayout ... is
   not supported since its second dimension is not divisible by 32"). The rule samples the row of A
-  (the k tile) freely, so about half its draws (k tiles of 8 or 16) fail so;
+  (the k tile) freely, so k tiles of 8 or 16 are common draws;
 - a tile row longer than one pass of the block's threads (threads x 16 bytes) whose copy loop is
   unrolled whole (the unroll step at least its trips): each unrolled trip's row is a constant, the
   swizzle becomes a XOR of broadcast vectors, and TVM's CUDA code generator writes that 8-lane int32
-  vector as ``make_longlong4`` with eight arguments, which nvcc rejects (about 1 draw in 300).
+  vector as ``make_longlong4`` with eight arguments, which nvcc rejects (rare among random draws;
+  tests/test_space.py holds one).
 
 The check reads the trace's copy blocks, thread binding and unroll step, before anything is lowered;
 as a postprocessor of the space it applies to every sampler alike (MetaSchedule's evolutionary
