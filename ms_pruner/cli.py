@@ -150,19 +150,32 @@ def cmd_remeasure(args) -> int:
 
 
 def cmd_evaluate_model(args) -> int:
-    from .cost_model import evaluate_models
+    from .cost_model.evaluate import evaluate_runs, markdown_table
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    result = evaluate_models(args.db, models, train_frac=args.train_frac, seed=args.seed)
+    seeds = args.seeds or [args.seed]
+    if args.by_round:
+        return _print_by_round(args.db, models, seeds[0], args.json)
+    rows = evaluate_runs(args.db, models, seeds, train_frac=args.train_frac, pretrained=args.pretrained,
+                         progress=lambda path: None if args.json else print(f"scored {path}", file=sys.stderr))
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps({"train_frac": args.train_frac, "seeds": seeds, "models": models, "runs": rows}))
         return 0
-    print(f"trained on the first {result['n_train']} records, scored the other {len(result['test'])}")
-    for name in models:
-        row = result[name]
-        print(f"{name:12s} spearman {row['spearman']:.3f}  ndcg10 {row['ndcg10']:.3f}  "
-              f"recall_top10_in_top30 {row['recall_top10_in_top30']:.3f}  train {row['train_s']:.2f}s  "
-              f"predict {row['predict_us']:.1f} us/candidate")
+    print(f"each run: trained on its first {args.train_frac:.0%} of records in measurement order, the rest "
+          f"scored; seeds {', '.join(map(str, seeds))}")
+    print(markdown_table(rows, models))
+    return 0
+
+
+def _print_by_round(paths, models, seed: int, as_json: bool) -> int:
+    from .cost_model.evaluate import by_round, by_round_table
+
+    runs = {path: by_round(path, models, seed) for path in paths}
+    if as_json:
+        print(json.dumps({"seed": seed, "models": models, "runs": runs}))
+        return 0
+    print("rank of the fastest later record under each model trained on the rounds before (1 = first)")
+    print(by_round_table(runs, models))
     return 0
 
 
@@ -170,7 +183,7 @@ def cmd_train(args) -> int:
     from .cost_model.offline import train_offline
 
     report = train_offline(args.db, args.out, time_budget_s=args.time_budget, max_epochs=args.epochs,
-                           seed=args.seed)
+                           seed=args.seed, residual=args.residual)
     print(f"trained on {report['samples']} records from {len(args.db)} database(s) in {report['seconds']:.1f}s "
           f"({report['epochs']} epochs); wrote {args.out}")
     return 0
@@ -282,6 +295,11 @@ def seed_value(text: str) -> int:
     return seed
 
 
+def seed_list(text: str) -> list:
+    """``--seeds 0,1,2``: several ``--seed`` values."""
+    return [seed_value(part.strip()) for part in text.split(",") if part.strip()]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ms-pruner", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -316,10 +334,15 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.set_defaults(func=cmd_analyze)
 
     evaluate = sub.add_parser("evaluate-model", help="train cost models on early records, score later ones")
-    evaluate.add_argument("--db", required=True)
-    evaluate.add_argument("--models", default="pacm,xgb", help="comma list of pacm, xgb, xgb-trained")
+    evaluate.add_argument("--db", action="append", required=True, help="database directory (repeatable)")
+    evaluate.add_argument("--models", default="analyzer,pacm,xgb",
+                          help="comma list of analyzer, pacm, pacm-transformer, xgb, xgb-trained")
     evaluate.add_argument("--train-frac", type=float, default=0.5)
     evaluate.add_argument("--seed", type=seed_value, default=0)
+    evaluate.add_argument("--pretrained", default=None, help="a 'ms-pruner train' file, for the model 'pretrained'")
+    evaluate.add_argument("--by-round", action="store_true",
+                          help="at each round boundary of each run's round log, the rank of the fastest later record")
+    evaluate.add_argument("--seeds", type=seed_list, default=None, help="comma list of seeds (overrides --seed), e.g. 0,1,2")
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(func=cmd_evaluate_model)
 
@@ -329,6 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--epochs", type=int, default=200)
     train.add_argument("--time-budget", type=float, default=300.0, help="seconds")
     train.add_argument("--seed", type=seed_value, default=0)
+    train.add_argument("--residual", choices=("transformer", "trees"), default="transformer",
+                       help="transformer: for --strategy moa; trees: a warm start for PaCM's gate")
     train.set_defaults(func=cmd_train)
 
     compare = sub.add_parser("compare", help="stock MetaSchedule vs Pruner (vs MoA), same trials and seed")

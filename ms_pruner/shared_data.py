@@ -19,3 +19,24 @@ def shared_data_dir() -> str:
 def shared_database(*parts: str) -> str:
     """The path of one database under the shared data, e.g. ``shared_database(*H100_MM4096)``."""
     return os.path.join(shared_data_dir(), *parts)
+
+
+def project_results_dir() -> str:
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "results")
+
+
+def unpack_committed_runs(dest: str) -> list:
+    """Every measured run committed under docs/results (each GPU folder's ``work.tgz``, the work
+    dirs of its compare runs), unpacked under ``dest/<gpu>``: the database folders, sorted."""
+    import glob
+    import tarfile
+
+    runs = []
+    for archive_path in sorted(glob.glob(os.path.join(project_results_dir(), "*", "work.tgz"))):
+        gpu = os.path.basename(os.path.dirname(archive_path))
+        target = os.path.join(dest, gpu)
+        with tarfile.open(archive_path) as archive:
+            archive.extractall(target, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        found = glob.glob(os.path.join(target, "**", "database_tuning_record.json"), recursive=True)
+        runs.extend(os.path.dirname(path) for path in found)
+    return sorted(runs)

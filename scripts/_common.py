@@ -62,6 +62,19 @@ def write_text(text: str, out=None) -> None:
         sys.stdout.write(text)
 
 
+def git_commit() -> str:
+    """The commit the figures come from, ``+dirty`` when the tree has uncommitted changes."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head or "unknown") + ("+dirty" if dirty else "")
+
+
 def command_line() -> str:
     return "python " + " ".join(sys.argv)
 

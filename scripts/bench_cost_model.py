@@ -1,91 +1,142 @@
-"""PaCM vs MetaSchedule's XGB on held-out real records, and PaCM's time budgets.
+"""The verify model against the analyzer alone and MetaSchedule's XGB on every committed run, and
+PaCM's time budgets.
 
     python scripts/bench_cost_model.py --out-dir docs/results/cpu
 
-Writes evaluate_model.json (evaluate-model for seeds 0,1,2 and their mean) and
-cost_model_bench.json (update with 2000 records, predict 2048 candidates, feature extraction).
+Writes, under --out-dir:
+- evaluate_model.json.gz / .md: each run's first half trains, its later half is ranked (seeds 0, 1, 2),
+  for every run committed under docs/results (each GPU folder's work.tgz) and the shared H100
+  database;
+- by_round.json / .md: for the Pruner runs, at every round boundary, the rank of the fastest later
+  record under each model trained on the rounds before;
+- transfer.json.gz / .md: leave one workload out: PaCM pretrained (``ms-pruner train``) on the other
+  workload's runs, then started from that file on each run of the held-out one (trees: the gate's
+  warm start; transformer: MoA), beside the cold PaCM;
+- cost_model_bench.json: update with 2000 records, predict 2048 candidates, feature extraction.
 """
 
 import argparse
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import H100_MM4096 as DB, command_line, machine, write_json  # noqa: E402
+from _common import H100_MM4096, command_line, git_commit, machine, write_json  # noqa: E402
+
+SEEDS = (0, 1, 2)
 
 
-def evaluate(models, seeds):
-    from ms_pruner.cost_model import evaluate_models
+def evaluated_runs(work: str) -> list:
+    from ms_pruner.shared_data import unpack_committed_runs
 
-    runs = {seed: evaluate_models(DB, models, train_frac=0.5, seed=seed) for seed in seeds}
-    mean = {m: {k: float(np.mean([runs[s][m][k] for s in seeds])) for k in ("spearman", "ndcg10",
-                                                                            "recall_top10_in_top30", "train_s",
-                                                                            "predict_us")}
-            for m in models}
-    per_seed = {str(s): {m: runs[s][m] for m in models} for s in seeds}
-    return {"database": os.path.relpath(DB), "train_frac": 0.5, "mean": mean, "per_seed": per_seed}
+    runs = unpack_committed_runs(work)
+    return runs + ([H100_MM4096] if os.path.isdir(H100_MM4096) else [])
+
+
+def workload_kind(name: str) -> str:
+    return "conv2d" if "conv2d" in name else "matmul"
+
+
+def transfer(runs: list, names: dict, work: str, common: dict, out_dir: str) -> None:
+    from ms_pruner.cost_model.evaluate import evaluate_runs, markdown_table
+    from ms_pruner.cost_model.offline import train_offline
+
+    rows, tables = [], []
+    for held_out in ("conv2d", "matmul"):
+        sources = [r for r in runs if workload_kind(names[r]) != held_out]
+        targets = [r for r in runs if workload_kind(names[r]) == held_out]
+        for residual in ("trees", "transformer"):
+            model_file = os.path.join(work, f"without_{held_out}_{residual}.pt")
+            report = train_offline(sources, model_file, time_budget_s=120.0, residual=residual)
+            found = evaluate_runs(targets, ["pacm", "pretrained"], SEEDS, pretrained=model_file)
+            for row in found:
+                row["database"] = f"{names[row['database']]} ({residual} pretrained on the other workload)"
+                row["pretrained_on"] = [names[r] for r in sources]
+                row["pretraining"] = report
+            rows.extend(found)
+            tables.append(markdown_table(found, ["pacm", "pretrained"]))
+    write_json(os.path.join(out_dir, "transfer.json.gz"), dict(common, seeds=list(SEEDS), runs=rows))
+    with open(os.path.join(out_dir, "transfer.md"), "w", encoding="utf-8") as handle:
+        handle.write("\n\n".join(tables) + "\n")
 
 
 def budgets():
-    """Timing on real tokens replicated to the sizes the issue names (2000 records, 2048 candidates)."""
+    """Timing on real samples replicated to the sizes the issue names (2000 records, 2048 candidates)."""
     from ms_pruner.analysis import replay_record
     from ms_pruner.cost_model import PaCMCore, Sample
     from ms_pruner.cost_model.pacm import _task_key
     from ms_pruner.tuning.records import mean_latency, records_in_file_order
 
-    records = records_in_file_order(DB)
-    core = PaCMCore(seed=0)
-    mods = [replay_record(r).mod for r in records]
-    start = time.perf_counter()
-    base = [core.featurize([m], records[0].target)[0] for m in mods]
-    featurize_us = (time.perf_counter() - start) / len(mods) * 1e6
-    rng = np.random.default_rng(0)
-    task = _task_key(records[0].workload.mod)
-    samples = []
-    for i in range(2000):
-        src = base[i % len(base)]
-        latency = mean_latency(records[i % len(records)]) * float(rng.uniform(0.9, 1.1))
-        samples.append(Sample(tokens=src.tokens, prior=src.prior, latency_s=latency, task=task))
-    core.add(samples)
-    start = time.perf_counter()
-    report = core.train()
-    update_s = time.perf_counter() - start
-    candidates = [base[i % len(base)] for i in range(2048)]
-    core.scores(candidates[:64])
-    start = time.perf_counter()
-    core.scores(candidates)
-    predict_s = time.perf_counter() - start
-    return {
-        "update_s_2000_records": update_s,
-        "update_epochs": report.epochs,
-        "update_budget_s": core.time_budget_s,
-        "predict_s_2048_candidates": predict_s,
-        "featurize_us_per_candidate": featurize_us,
-        "featurize_s_2048_candidates": featurize_us * 2048 / 1e6,
-        "device": str(core.device),
-    }
+    records = records_in_file_order(H100_MM4096)
+    schedules = [replay_record(r) for r in records]
+    out = {}
+    for residual in ("trees", "transformer"):
+        core = PaCMCore(seed=0, residual=residual)
+        start = time.perf_counter()
+        base = [core.featurize([sch], records[0].target)[0] for sch in schedules]
+        featurize_us = (time.perf_counter() - start) / len(schedules) * 1e6
+        rng = np.random.default_rng(0)
+        task = _task_key(records[0].workload.mod)
+        samples = [Sample(tokens=src.tokens, prior=src.prior, knobs=src.knobs, task=task,
+                          latency_s=mean_latency(records[i % len(records)]) * float(rng.uniform(0.9, 1.1)))
+                   for i, src in ((i, base[i % len(base)]) for i in range(2000))]
+        core.add(samples)
+        start = time.perf_counter()
+        core.train()
+        update_s = time.perf_counter() - start
+        candidates = [base[i % len(base)] for i in range(2048)]
+        core.scores(candidates[:64])
+        start = time.perf_counter()
+        core.scores(candidates)
+        out[residual] = {"update_s_2000_records": update_s, "predict_s_2048_candidates": time.perf_counter() - start,
+                         "featurize_us_per_candidate": featurize_us,
+                         "featurize_s_2048_candidates": featurize_us * 2048 / 1e6, "device": str(core.device)}
+    return out
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out-dir", default="docs/results/cpu")
-    parser.add_argument("--models", default="pacm,xgb,xgb-trained")
+    parser.add_argument("--models", default="analyzer,pacm,pacm-transformer,xgb")
+    parser.add_argument("--skip", default="", help="comma list of parts to skip: table, rounds, transfer, budgets")
     args = parser.parse_args()
     import torch
 
+    from ms_pruner.cost_model.evaluate import by_round, by_round_table, evaluate_runs, markdown_table, run_name
     from ms_pruner.intrinsics import register_tensor_intrinsics
-    register_tensor_intrinsics()
 
-    common = {"command": command_line(), "machine": machine(), "torch_threads": torch.get_num_threads()}
-    result = dict(common, **evaluate(args.models.split(","), (0, 1, 2)))
-    print({m: {k: round(v, 3) for k, v in row.items()} for m, row in result["mean"].items()})
-    write_json(os.path.join(args.out_dir, "evaluate_model.json"), result)
-    timing = dict(common, **budgets())
-    print(timing)
-    write_json(os.path.join(args.out_dir, "cost_model_bench.json"), timing)
+    register_tensor_intrinsics()
+    models = args.models.split(",")
+    skip = set(args.skip.split(","))
+    common = {"command": command_line(), "machine": machine(), "commit": git_commit(),
+              "date": time.strftime("%Y-%m-%d"), "torch_threads": torch.get_num_threads()}
+    with tempfile.TemporaryDirectory() as work:
+        runs = evaluated_runs(work)
+        names = {path: run_name(path) for path in runs}
+        if "table" not in skip:
+            rows = evaluate_runs(runs, models, SEEDS, progress=lambda path: print("scored", names[path]))
+            for row in rows:
+                row["database"] = names[row["database"]]
+            write_json(os.path.join(args.out_dir, "evaluate_model.json.gz"),
+                       dict(common, train_frac=0.5, seeds=list(SEEDS), models=models, runs=rows))
+            with open(os.path.join(args.out_dir, "evaluate_model.md"), "w", encoding="utf-8") as handle:
+                handle.write(markdown_table(rows, models) + "\n")
+        if "rounds" not in skip:
+            round_models = [m for m in models if m != "xgb"] + ["xgb", "xgb-trained"]
+            ranks = {names[path]: by_round(path, round_models) for path in runs if "/pruner-" in path}
+            write_json(os.path.join(args.out_dir, "by_round.json"), dict(common, seed=0, models=round_models,
+                                                                          runs=ranks))
+            with open(os.path.join(args.out_dir, "by_round.md"), "w", encoding="utf-8") as handle:
+                handle.write(by_round_table(ranks, round_models) + "\n")
+        if "transfer" not in skip:
+            transfer(runs, names, work, common, args.out_dir)
+    if "budgets" not in skip:
+        timing = dict(common, **budgets())
+        print(timing)
+        write_json(os.path.join(args.out_dir, "cost_model_bench.json"), timing)
 
 
 if __name__ == "__main__":

@@ -896,7 +896,7 @@ def test_pruner_search_carries_its_own_moa_model(tmp_path):
     from ms_pruner.tuning.driver import metaschedule_logging_guard
 
     path = str(tmp_path / "fresh.pt")
-    PaCMCore(seed=0).save(path)
+    PaCMCore(seed=0, residual="transformer").save(path)
 
     def tune(trials):
         timings = []

@@ -1,10 +1,11 @@
-"""PaCM, the verify model: a pattern-aware transformer cost model with MoA momentum adaptation.
+"""PaCM, the verify model: the static analyzer's estimate plus a learned residual (gated boosted
+trees by default; a pattern-token transformer with MoA momentum adaptation).
 
 ``PaCM()`` is a MetaSchedule cost model (``ms.tune_tir(..., cost_model=PaCM())``); ``PaCMCore``
 is the same model without MetaSchedule plumbing. See docs/cost_model.md.
 """
 
-from .evaluate import MODELS, evaluate_models
+from .evaluate import MODELS, by_round, evaluate_models, evaluate_runs
 from .pacm import PaCM, PaCMCore, positive_scores, read_model_file
 from .tokens import TOKEN_DIM, TokenExtractor
 from .training import Sample, fit, lambda_rank_loss, ranking_loss
@@ -16,7 +17,9 @@ __all__ = [
     "Sample",
     "TOKEN_DIM",
     "TokenExtractor",
+    "by_round",
     "evaluate_models",
+    "evaluate_runs",
     "fit",
     "lambda_rank_loss",
     "positive_scores",

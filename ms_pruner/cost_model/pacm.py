@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
+import time
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -14,12 +16,17 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from ..errors import UserError
 from ..intrinsics import register_tensor_intrinsics
+from .knobs import schedule_knobs
 from .net import PaCMNet
+from .residual import GatedResidual, TreeSettings
 from .tokens import TOKEN_DIM, TokenExtractor
 from .training import FitReport, Sample, fit, predict_scores
 
 MODEL_FORMAT = "ms_pruner.pacm"
-MODEL_VERSION = 1
+MODEL_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+RESIDUALS = ("trees", "transformer")
+MOA_MOMENTUM = 0.9
 
 
 def default_device() -> torch.device:
@@ -33,15 +40,28 @@ def _task_key(mod) -> str:
 
 
 class PaCMCore:
-    """The model state without MetaSchedule plumbing: samples, nets, training, prediction.
+    """The model state without MetaSchedule plumbing: samples, the learned residual, training, prediction.
 
-    ``momentum`` enables MoA: the online net is re-initialised from the momentum (EMA) net before
-    each fine-tune, the EMA net then moves ``1 - momentum`` of the way to the tuned weights, and the
-    EMA net is the one that predicts (Siamese-style), so one noisy round cannot derail the model.
+    Both residuals start from the analyzer's prior. ``trees`` (the default without momentum) are
+    gradient-boosted ranking trees over the analyzer's terms and the candidate's decisions, gated on
+    the run's later records (residual.py); ``transformer`` is the pattern-token network (net.py),
+    the one MoA adapts and ``ms-pruner train`` pretrains.
+
+    ``momentum`` (transformer only) enables MoA: the online net is re-initialised from the momentum
+    (EMA) net before each fine-tune, the EMA net then moves ``1 - momentum`` of the way to the tuned
+    weights, and the EMA net is the one that predicts (Siamese-style), so one noisy round cannot
+    derail the model.
     """
 
     def __init__(self, momentum: Optional[float] = None, time_budget_s: float = 8.0, max_epochs: int = 60,
-                 seed: int = 0, device: Optional[torch.device] = None):
+                 seed: int = 0, device: Optional[torch.device] = None, residual: Optional[str] = None):
+        residual = residual or ("transformer" if momentum is not None else "trees")
+        if residual not in RESIDUALS:
+            raise UserError(f"unknown PaCM residual '{residual}'; choose {' or '.join(RESIDUALS)}")
+        if residual == "trees" and momentum is not None:
+            raise UserError("MoA momentum adapts the transformer residual; trees have no momentum copy")
+        self.residual = residual
+        self.trees = GatedResidual(seed=seed)
         torch.manual_seed(seed)
         self.device = device or default_device()
         self.net = PaCMNet().to(self.device)
@@ -66,21 +86,33 @@ class PaCMCore:
             self.extractors[key] = TokenExtractor(StaticAnalyzer.for_target(target, memory=ANALYSES))
         return self.extractors[key]
 
-    def featurize(self, mods, target) -> List[Sample]:
+    def featurize(self, schedules, target) -> List[Sample]:
+        """Samples of post-processed Schedules (their traces hold the decisions the knobs read)."""
         extractor = self.extractor(target)
         samples = []
-        for mod in mods:
-            tokens, prior = extractor.extract(mod)
-            samples.append(Sample(tokens=tokens, prior=prior, latency_s=math.inf, task=""))
+        for sch in schedules:
+            tokens, prior = extractor.extract(sch.mod)
+            samples.append(Sample(tokens=tokens, prior=prior, latency_s=math.inf, task="",
+                                  knobs=schedule_knobs(sch.trace)))
         return samples
 
     # -- learning -------------------------------------------------------------------------
     def add(self, samples: List[Sample]) -> None:
         self.samples.extend(samples)
 
-    def train(self) -> Optional[FitReport]:
+    def train(self, offline: bool = False) -> Optional[FitReport]:
+        """Fit on every sample so far; ``offline`` (``ms-pruner train``) fits trees without the gate."""
         if len(self.samples) < 2:
             return None
+        if self.residual == "trees":
+            start = time.perf_counter()
+            fit_trees = self.trees.pretrain if offline else self.trees.fit
+            fit_trees(tree_features(self.samples), _priors(self.samples),
+                      np.array([s.latency_s for s in self.samples]), [s.task for s in self.samples])
+            self.updates += 1
+            self.last_fit = FitReport(epochs=self.trees.chosen.rounds if self.trees.chosen else 0,
+                                      seconds=time.perf_counter() - start, first_loss=math.nan, last_loss=math.nan)
+            return self.last_fit
         if self.momentum is not None:
             if self.ema is None:
                 self.ema = copy.deepcopy(self.net)
@@ -99,6 +131,8 @@ class PaCMCore:
         return self.ema if self.momentum is not None and self.ema is not None else self.net
 
     def scores(self, samples: List[Sample]) -> np.ndarray:
+        if self.residual == "trees":
+            return self.trees.scores(tree_features(samples), _priors(samples))
         return predict_scores(self.predictor, samples, self.device)
 
     # -- persistence ----------------------------------------------------------------------
@@ -111,6 +145,8 @@ class PaCMCore:
             "ema": {k: v.detach().cpu() for k, v in self.ema.state_dict().items()} if self.ema else None,
             "trained_samples": len(self.samples),
             "updates": self.updates,
+            "residual": self.residual,
+            "trees": _tree_state(self.trees),
         }
 
     def save(self, path: str) -> None:
@@ -120,6 +156,13 @@ class PaCMCore:
 
     def load(self, path: str, as_pretrained: bool = False) -> None:
         state = read_model_file(path)
+        self.residual = state.get("residual", "transformer")
+        if self.residual == "trees" and self.momentum is not None:
+            raise UserError(f"'{path}' holds a trees PaCM; MoA adapts a transformer one (ms-pruner train makes it)")
+        trees = state.get("trees") or {}
+        self.trees.load_bytes(bytes(trees["booster"].numpy().tobytes()) if "booster" in trees else None,
+                              TreeSettings(**trees["settings"]) if "settings" in trees else None,
+                              as_pretrained=as_pretrained)
         net = PaCMNet(**state["config"]).to(self.device)
         net.load_state_dict(state["net"])
         self.net = net
@@ -141,9 +184,9 @@ def read_model_file(path: str) -> dict:
         raise UserError(f"corrupt PaCM model file '{path}': {first}") from None
     if not isinstance(state, dict) or state.get("format") != MODEL_FORMAT:
         raise UserError(f"'{path}' is not a PaCM model file (no '{MODEL_FORMAT}' header)")
-    if state.get("version") != MODEL_VERSION:
+    if state.get("version") not in READABLE_VERSIONS:
         raise UserError(f"PaCM model file '{path}' has version {state.get('version')}; this ms_pruner reads "
-                        f"version {MODEL_VERSION}")
+                        f"versions {' and '.join(map(str, READABLE_VERSIONS))}")
     if state.get("config", {}).get("token_dim") != TOKEN_DIM:
         raise UserError(f"PaCM model file '{path}' was trained on {state.get('config', {}).get('token_dim')}-wide "
                         f"tokens; this ms_pruner makes {TOKEN_DIM}-wide tokens")
@@ -152,6 +195,34 @@ def read_model_file(path: str) -> dict:
     except Exception as err:  # pylint: disable=broad-except
         raise UserError(f"incompatible PaCM model file '{path}': {str(err).splitlines()[0][:160]}") from None
     return state
+
+
+def pretrained_momentum(path: Optional[str]) -> Optional[float]:
+    """How a tuning run starts from a ``ms-pruner train`` file: a transformer with MoA's momentum,
+    trees (a warm start for the gate) and no file without."""
+    if not path:
+        return None
+    return MOA_MOMENTUM if read_model_file(path).get("residual", "transformer") == "transformer" else None
+
+
+def _priors(samples: List[Sample]) -> np.ndarray:
+    return np.array([s.prior for s in samples], dtype=np.float64)
+
+
+def tree_features(samples: List[Sample]) -> np.ndarray:
+    """The trees' inputs: the analyzer's terms (the summary token's slots) and the decisions."""
+    from .tokens import BLOCK_SLOTS, PATTERNS
+
+    start = len(PATTERNS) + BLOCK_SLOTS
+    return np.stack([np.concatenate([s.tokens[-1, start:], s.knobs]) for s in samples]).astype(np.float32)
+
+
+def _tree_state(trees: GatedResidual) -> dict:
+    raw = trees.to_bytes()
+    if raw is None:
+        return {}
+    return {"booster": torch.frombuffer(bytearray(raw), dtype=torch.uint8).clone(),
+            "settings": dataclasses.asdict(trees.chosen)}
 
 
 def _latency(result) -> float:
@@ -164,18 +235,20 @@ def _latency(result) -> float:
 
 @derived_object
 class PaCM(PyCostModel):
-    """Pattern-aware transformer cost model for MetaSchedule (``ms.tune_tir(cost_model=PaCM())``).
+    """The verify model for MetaSchedule (``ms.tune_tir(cost_model=PaCM())``): the analyzer's
+    estimate plus a learned residual (``residual``: ``trees`` by default, ``transformer``).
 
     ``pretrained``: a file from ``ms-pruner train`` to start from. ``momentum`` (e.g. 0.9) turns on
-    MoA: fine-tune online from a momentum copy that does the predicting. ``time_budget_s`` bounds
-    every ``update``.
+    MoA for the transformer: fine-tune online from a momentum copy that does the predicting.
+    ``time_budget_s`` bounds every transformer ``update``.
     """
 
     def __init__(self, pretrained: Optional[str] = None, momentum: Optional[float] = None,
-                 time_budget_s: float = 8.0, max_epochs: int = 60, seed: int = 0):
+                 time_budget_s: float = 8.0, max_epochs: int = 60, seed: int = 0, residual: Optional[str] = None):
         super().__init__()
         register_tensor_intrinsics()  # before ms.tune_tir's TuneContext imports them, ten times slower
-        self.core = PaCMCore(momentum=momentum, time_budget_s=time_budget_s, max_epochs=max_epochs, seed=seed)
+        self.core = PaCMCore(momentum=momentum, time_budget_s=time_budget_s, max_epochs=max_epochs, seed=seed,
+                             residual=residual)
         self.update_calls = 0
         if pretrained:
             self.core.load(pretrained, as_pretrained=True)
@@ -188,7 +261,7 @@ class PaCM(PyCostModel):
 
     def update(self, context, candidates, results) -> None:
         self.update_calls += 1
-        samples = self.core.featurize([c.sch.mod for c in candidates], context.target)
+        samples = self.core.featurize([c.sch for c in candidates], context.target)
         task = _task_key(context.mod)
         for sample, result in zip(samples, results):
             sample.latency_s = _latency(result)
@@ -197,7 +270,7 @@ class PaCM(PyCostModel):
         self.core.train()
 
     def predict(self, context, candidates) -> np.ndarray:
-        samples = self.core.featurize([c.sch.mod for c in candidates], context.target)
+        samples = self.core.featurize([c.sch for c in candidates], context.target)
         return positive_scores(self.core.scores(samples))
 
 

@@ -18,12 +18,14 @@ FAILED = math.inf
 
 @dataclasses.dataclass
 class Sample:
-    """One measured candidate: its tokens, analyzer prior, latency (inf if it failed) and task."""
+    """One measured candidate: its tokens, analyzer prior, latency (inf if it failed), task and
+    sampled decisions (``knobs.schedule_knobs``)."""
 
     tokens: np.ndarray
     prior: float
     latency_s: float
     task: str
+    knobs: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.float32))
 
 
 def relevance(samples: List[Sample]) -> np.ndarray:

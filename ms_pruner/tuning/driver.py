@@ -14,7 +14,6 @@ from .resume import resume_point, warmed_cost_model, workload_tag
 
 STRATEGIES = ("stock", "pruner", "moa", "replay")
 ROUND_LOG = os.path.join("logs", "ms_pruner_rounds.jsonl")
-MOA_MOMENTUM = 0.9
 
 
 @dataclasses.dataclass
@@ -62,7 +61,7 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
     are the draft-then-verify search with PaCM; ``moa`` needs a pretrained model. ``replay`` is
     MetaSchedule's ReplayTrace (random schedules), for collecting unbiased measurement sets.
     """
-    from ..cost_model import PaCM
+    from ..cost_model.pacm import MOA_MOMENTUM, PaCM, pretrained_momentum
 
     check_search(strategy, pretrained, seed, cost_model)
     model_seed = seed or 0
@@ -70,7 +69,7 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
         return "replay-trace", "random"
     if strategy == "stock":
         if cost_model == "pacm" or pretrained:
-            return "evolutionary", PaCM(pretrained=pretrained, momentum=MOA_MOMENTUM if pretrained else None,
+            return "evolutionary", PaCM(pretrained=pretrained, momentum=pretrained_momentum(pretrained),
                                         seed=model_seed)
         return "evolutionary", "xgb"
     from ..search import PrunerSearch
@@ -82,19 +81,22 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
 def import_model_dependencies(model) -> None:
     """Import now what ``model`` (a cost model or its name) would import on its first update.
 
-    PaCM's first update constructs torch's Adam, which imports torch's compiler hooks, and ranks with
-    scipy.stats; MetaSchedule's XGB model imports xgboost. Imports are process start-up, which the
-    round clock leaves out for every strategy alike, not round 0's work (docs/search.md).
+    PaCM's first update boosts trees with xgboost (the transformer residual constructs torch's Adam,
+    which imports torch's compiler hooks) and ranks with scipy.stats; MetaSchedule's XGB model
+    imports xgboost. Imports are process start-up, which the round clock leaves out for every
+    strategy alike, not round 0's work (docs/search.md).
     """
-    if isinstance(model, str):
-        if model == "xgb":
-            import xgboost  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
-        return
+    import importlib
+
     from ..cost_model import PaCM
 
-    if isinstance(model, PaCM):
-        import scipy.stats  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
-        import torch._dynamo  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
+    modules = []
+    if isinstance(model, str):
+        modules = ["xgboost"] if model == "xgb" else []
+    elif isinstance(model, PaCM):
+        modules = ["scipy.stats", "torch._dynamo", "xgboost"]
+    for name in modules:
+        importlib.import_module(name)
 
 
 @contextlib.contextmanager
