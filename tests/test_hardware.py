@@ -77,3 +77,20 @@ def test_detect_cpu_is_sane():
     cpu = detect_cpu()
     assert cpu.simd_bytes in (16, 32, 64)
     assert cpu.fp32_gflops() > 0 and cpu.l1d_bytes < cpu.l2_bytes
+
+
+def test_an_architecture_without_a_sheet_gets_the_nearest_with_one_warning_line(caplog):
+    from tvm.target import Target
+
+    with caplog.at_level("WARNING", logger="ms_pruner"):
+        assert spec_for_target(Target({"kind": "cuda", "arch": "sm_75"})).name == "a100"
+        assert spec_for_target(Target({"kind": "cuda", "arch": "sm_75"})).name == "a100"
+        assert spec_for_target(Target({"kind": "cuda", "arch": "sm_100"})).name == "h100"
+        assert spec_for_target(Target({"kind": "cuda", "arch": "sm_90"})).name == "h100"
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["ms-pruner: warning: no GPU sheet for sm_75; the analyzer uses a100's (sm_80), the nearest "
+                     "compute capability",
+                     "ms-pruner: warning: no GPU sheet for sm_100; the analyzer uses h100's (sm_90a), the nearest "
+                     "compute capability"]
+    with pytest.raises(UserError, match="has no sm_XY arch"):
+        spec_for_target(Target("llvm"))

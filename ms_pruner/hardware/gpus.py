@@ -9,6 +9,8 @@ clock, and the entry says so in ``notes``.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import re
 from typing import Dict, Optional
 
 from ..errors import UserError
@@ -289,18 +291,42 @@ def get_gpu_spec(name: str) -> GPUSpec:
 # Which part an architecture means when a target does not name one (TVM's own tags do not): the
 # part TVM's tag for that architecture describes.
 _PART_BY_ARCH_ORDER = ["h100", "a100", "rtx4090", "rtx3090"]
+_WARNED_ARCHS: set = set()
+
+
+def compute_capability(arch: str) -> Optional[int]:
+    """``sm_90a`` -> 90; None for anything else."""
+    found = re.fullmatch(r"sm_(\d+)[a-z]?", arch.strip())
+    return int(found.group(1)) if found else None
 
 
 def spec_for_target(target) -> GPUSpec:
     """The GPU a CUDA target is for: the spec its ``model`` attribute names (``GPUSpec.target``
-    sets it), else the usual part of its ``arch`` (``nvidia/nvidia-h100`` -> h100), else h100."""
+    sets it), else the usual part of its ``arch`` (``nvidia/nvidia-h100`` -> h100; sm_90 and sm_90a
+    alike). An architecture without a sheet gets the sheet nearest in compute capability (the lower
+    one on a tie), with a one-line warning naming both; a target without an ``sm_XY`` arch is one
+    UserError line."""
     model = str(target.attrs.get("model", "") or "")
     if model in GPUS:
         return GPUS[model]
     arch = str(target.attrs.get("arch", ""))
     ordered = [GPUS[name] for name in _PART_BY_ARCH_ORDER] + [
         spec for name, spec in GPUS.items() if name not in _PART_BY_ARCH_ORDER]
-    return next((spec for spec in ordered if spec.arch == arch), GPUS["h100"])
+    wanted = compute_capability(arch)
+    if wanted is None:
+        raise UserError(f"target '{target}' has no sm_XY arch: no GPU sheet applies to it")
+    same = [spec for spec in ordered if spec.arch == arch] + [
+        spec for spec in ordered if compute_capability(spec.arch) == wanted]
+    if same:
+        return same[0]
+    nearest = min(ordered, key=lambda spec: (abs(compute_capability(spec.arch) - wanted),
+                                             compute_capability(spec.arch)))
+    if arch not in _WARNED_ARCHS:
+        _WARNED_ARCHS.add(arch)
+        logging.getLogger("ms_pruner").warning(
+            "ms-pruner: warning: no GPU sheet for %s; the analyzer uses %s's (%s), the nearest compute "
+            "capability", arch, nearest.name, nearest.arch)
+    return nearest
 
 
 def spec_from_device_name(device_name: str) -> Optional[GPUSpec]:
