@@ -45,10 +45,17 @@ def _tile_allows(inst, factors: List[int]) -> bool:
     return not (bound > 0 and factors[-1] > bound)
 
 
+def ordered_decisions(trace) -> List[Tuple[object, object]]:
+    """(instruction, decision) in the trace's instruction order. ``trace.decisions`` is a map keyed
+    by instruction objects, which iterates in an order of their addresses: what draws from it with a
+    seeded generator must not see that order, or a seeded search picks differently run to run."""
+    return [(inst, trace.decisions[inst]) for inst in trace.insts if inst in trace.decisions]
+
+
 def neighbour_decisions(trace) -> List[Tuple[object, object]]:
     """(instruction, new decision) pairs, each one step away from ``trace``'s decisions."""
     moves = []
-    for inst, decision in trace.decisions.items():
+    for inst, decision in ordered_decisions(trace):
         kind = inst.kind.name
         if kind in TILE_SAMPLES:
             factors = [int(x) for x in decision]

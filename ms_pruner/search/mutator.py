@@ -26,6 +26,8 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule import _ffi_api
 from tvm.s_tir.meta_schedule.mutator import PyMutator
 
+from .droplet import ordered_decisions
+
 
 @derived_object
 class MutateCategorical(PyMutator):
@@ -39,7 +41,7 @@ class MutateCategorical(PyMutator):
         """Nothing to read from the context: the candidates are in the trace."""
 
     def apply(self, trace, _rand_state) -> Optional[object]:
-        choices = [(inst, int(decision)) for inst, decision in trace.decisions.items()
+        choices = [(inst, int(decision)) for inst, decision in ordered_decisions(trace)
                    if inst.kind.name == "SampleCategorical" and len(inst.attrs[0]) > 1]
         if not choices:
             return None
