@@ -49,9 +49,9 @@ class MeasuredRun:
     featurize_us: float
 
 
-def load_measured(path: str) -> MeasuredRun:
-    """Records of a database in measurement order, their replayed schedules, mean latencies (inf =
-    failed) and PaCM samples."""
+def load_measured(path: str) -> tuple:
+    """Records of a database in measurement order, their replayed schedules and mean latencies
+    (inf = failed)."""
     from ..analysis.db_eval import replay_record
     from ..tuning.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
 
@@ -60,6 +60,12 @@ def load_measured(path: str) -> MeasuredRun:
         raise UserError(f"'{path}' holds {len(records)} records; evaluate-model needs at least 4")
     schedules = [replay_record(r) for r in records]
     latency = np.array([mean_latency(r) if mean_latency(r) < FAILED_RUN_SECONDS else math.inf for r in records])
+    return records, schedules, latency
+
+
+def load_run(path: str) -> MeasuredRun:
+    """``load_measured`` and every record's PaCM sample, featurized once for all models."""
+    records, schedules, latency = load_measured(path)
     core = PaCMCore()
     start = time.perf_counter()
     samples = []
@@ -175,7 +181,7 @@ def evaluate_models(path: str, models: Sequence[str] = ("analyzer", "pacm", "xgb
     """Per model: spearman, ndcg10, recall_top10_in_top30, train_s, predict_us; plus per-record scores."""
     check_models(models)
     train_count(4, train_frac)
-    run = load_measured(path)
+    run = load_run(path)
     return score_split(run, models, train_count(len(run.records), train_frac), seed)
 
 
@@ -186,7 +192,7 @@ def evaluate_runs(paths: Sequence[str], models: Sequence[str], seeds: Sequence[i
     train_count(4, train_frac)
     rows = []
     for path in paths:
-        run = load_measured(path)
+        run = load_run(path)
         n_train = train_count(len(run.records), train_frac)
         per_seed = [score_split(run, models, n_train, seed, pretrained) for seed in seeds]
         summary = {m: {k: _spread([r[m][k] for r in per_seed]) for k in METRICS} for m in models}
@@ -251,7 +257,7 @@ def by_round(path: str, models: Sequence[str], seed: int = 0) -> List[dict]:
     """At each round boundary r: every model trained on the records of rounds before r ranks all
     records of rounds r and later; the rank of the fastest of those, per model."""
     check_models(models)
-    run = load_measured(path)
+    run = load_run(path)
     rows = []
     for boundary in round_boundaries(path):
         train, test = list(range(boundary)), list(range(boundary, len(run.records)))
