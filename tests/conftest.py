@@ -11,7 +11,11 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 H100_MM4096 = shared_database(*_H100_MM4096)
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
-needs_h100_data = pytest.mark.skipif(not os.path.isdir(H100_MM4096), reason="../shared/data not present")
+
+
+def needs_h100_data(test):
+    """A test that reads ../shared/data: marked ``data``, skipped where the data is absent."""
+    return pytest.mark.data(pytest.mark.skipif(not os.path.isdir(H100_MM4096), reason="../shared/data not present")(test))
 
 
 H100_RUNS = os.path.join(REPO_ROOT, "docs", "results", "h100", "work.tgz")

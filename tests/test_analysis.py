@@ -325,6 +325,7 @@ def test_cpu_model_sees_register_reuse_across_the_reduction(spec):
 
 
 @CPU_SPECS
+@pytest.mark.slow
 def test_cpu_model_orders_pruner_picks_it_used_to_tie(spec):
     """The CPU records PrunerSearch measured (tests/data/cpu_pruner_seed0, on the Xeon): the roofline
     without reuse gave every one of them the same estimate (Spearman 0); the reuse model must order
@@ -355,6 +356,7 @@ def test_constant_predictor_scores_like_chance():
 
 
 @needs_h100_data
+@pytest.mark.slow
 def test_analyzer_ranks_real_h100_records(capsys, tmp_path, tensor_intrinsics):
     from ms_pruner.cli import main
 
@@ -405,6 +407,7 @@ def test_analyzer_ranks_real_h100_records(capsys, tmp_path, tensor_intrinsics):
 
 
 @needs_h100_data
+@pytest.mark.slow
 def test_halving_the_k_tile_of_the_best_h100_schedule_costs_time(tensor_intrinsics):
     """The measured best's block tile with half the k-tile (twice the main-loop trips) ran at
     615-1835 us against 474: with two resident blocks a trip's own latency does not hide fully
@@ -441,6 +444,7 @@ def _analyzer_and_source_widths(records, analyzer):
         yield list(operand_fetch_bytes(analyzer.estimate(mod).features)), _generated_load_bytes(kernel), kernel
 
 
+@pytest.mark.slow
 def test_fetch_widths_of_h100_conv2d_records_match_generated_cuda(h100_runs, tensor_intrinsics):
     """The 128 conv2d candidates stock MetaSchedule measured in the first H100 lending (the run's first
     two rounds): a padded input fetch stays one predicated vector load when, with the loops' ranges
@@ -458,6 +462,7 @@ def test_fetch_widths_of_h100_conv2d_records_match_generated_cuda(h100_runs, ten
     assert (predicated_vectors, scalarized) == (57, 3)
 
 
+@pytest.mark.slow
 def test_analyzer_ranks_h100_conv2d_records(h100_runs, capsys, tensor_intrinsics):
     """Stock MetaSchedule's conv2d run on the H100. Its first 128 trials (123 ran, the first lending):
     Spearman 0.40 and a third of the ten fastest in the analyzer's top 30 while padded vector fetches
@@ -479,6 +484,7 @@ def test_analyzer_ranks_h100_conv2d_records(h100_runs, capsys, tensor_intrinsics
     assert best["predicted_s"] <= 1.5 * min(r["predicted_s"] for r in report["records"] if r["predicted_s"])
 
 
+@pytest.mark.slow
 def test_a_row_split_that_keeps_im2col_divisions_in_the_output_address_costs_its_write_back(
         h100_runs, tensor_intrinsics):
     """Pruner's conv2d cold half on the H100: 31 of its 32 kernels split the 50176 output rows over
@@ -515,6 +521,7 @@ def test_a_row_split_that_keeps_im2col_divisions_in_the_output_address_costs_its
     assert evaluate_database(run, gpu="h100").spearman >= 0.77
 
 
+@pytest.mark.slow
 def test_output_divisions_in_generated_cuda_are_read_from_vector_stores_too(h100_runs, tensor_intrinsics):
     """scripts/output_divisions.py's truth (``_common.address_divides``) against the analyzer on the
     stock conv2d run: record 8 stores float4s through ``*(float4*)(conv2d_nhwc_ptr + ADDR)`` with
@@ -541,6 +548,7 @@ def test_output_divisions_in_generated_cuda_are_read_from_vector_stores_too(h100
 
 
 @needs_h100_data
+@pytest.mark.slow
 def test_fetch_widths_of_h100_records_match_generated_cuda(tensor_intrinsics):
     """Every measured record: the analyzer's per-thread load width of each operand is the one in the
     CUDA source (41 B fetches are gathered one lane at a time there)."""
@@ -575,6 +583,7 @@ def test_address_divisions_count_what_each_element_recomputes():
     assert divisions(T.FloorMod(own * 32, 64), own) == 0
 
 
+@pytest.mark.slow
 def test_h100_conv2d_input_copies_pay_for_their_im2col_index(h100_runs, tensor_core_candidates):
     """Every conv2d candidate's padded-input copy computes its im2col index per element; no copy of
     a matmul with power-of-two dimensions divides at all."""
@@ -593,6 +602,7 @@ def test_h100_conv2d_input_copies_pay_for_their_im2col_index(h100_runs, tensor_c
         assert [c.address_divisions for c in copies] == [0] * len(copies)
 
 
+@pytest.mark.slow
 def test_a_copy_outside_the_fragment_loop_is_issued_once_per_copy(h100_runs, tensor_intrinsics):
     """A one-warp conv2d block that copies a 96-wide k-slice of its input every sixth trip (192
     scalar loads per thread, five divisions each on the flattened address and bounds test, six
@@ -614,6 +624,7 @@ def test_a_copy_outside_the_fragment_loop_is_issued_once_per_copy(h100_runs, ten
     assert measured / 2.5 < estimate.latency_s < 2.5 * measured
 
 
+@pytest.mark.slow
 def test_remembered_copy_facts_are_the_ones_a_fresh_walk_finds(h100_runs, tensor_intrinsics):
     """The fastest H100 conv2d candidate's one-decision neighbours (what a draft and Droplet look
     at) share many copy blocks; each, walked with the others' copies remembered, has block by block

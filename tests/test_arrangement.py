@@ -2,12 +2,14 @@
 
 import random
 
+import pytest
 import tvm_ffi
 
 from conftest import H100_MM4096, needs_h100_data
 
 
 @needs_h100_data
+@pytest.mark.slow
 def test_arrangement_variants_keep_the_geometry_and_the_estimate_and_cover_every_split(tensor_intrinsics):
     """The shared H100 database's best record loops its warp fragments one way; its arrangement
     variants are every other (S3, S4) split of each spatial dimension's fragments within the

@@ -32,6 +32,7 @@ def candidates(tensor_intrinsics):
 
 
 @pytest.mark.parametrize("gpu", ["h100", "a100"])
+@pytest.mark.slow
 def test_every_sampled_candidate_lowers(candidates, gpu):
     from tvm.s_tir.meta_schedule.builder.local_builder import default_build
 

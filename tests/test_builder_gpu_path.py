@@ -91,6 +91,7 @@ def _driver_library_dir(tmp_path) -> str:
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_gpu_machine_build_path_ships_cubin(tmp_path, tensor_intrinsics):
     """With TVM's CUDA runtime loaded our builder compiles with nvcc and TVM loads the artifact,
     while TVM's own callback (NVRTC by default) fails unless cuda-bindings is installed."""

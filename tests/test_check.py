@@ -2,11 +2,14 @@
 
 import json
 
+import pytest
+
 from ms_pruner.cli import main
 
 SPEC = "matmul:64x64x64:float32:float32"
 
 
+@pytest.mark.slow
 def test_check_runs_the_best_kernel_and_holds_it_against_the_exact_result_and_torch(tmp_path, capsys):
     work_dir = str(tmp_path / "work")
     assert main(["tune", SPEC, "--target", "llvm", "--trials", "4", "--per-iter", "4", "--strategy", "stock",

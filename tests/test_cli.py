@@ -19,6 +19,7 @@ def _record_keys(work_dir):
         return [line.strip() for line in handle if line.strip()]
 
 
+@pytest.mark.slow
 def test_tune_then_rerun_keeps_records(tmp_path, capsys):
     work_dir = str(tmp_path / "wd")
     assert main(["tune", SPEC, "--target", "llvm", "--trials", "16", "--work-dir", work_dir,
@@ -142,6 +143,7 @@ def test_the_python_api_refuses_a_bad_strategy_or_seed_before_making_the_work_di
     assert not (tmp_path / "work").exists()
 
 
+@pytest.mark.slow
 def test_compare_merges_runs_made_one_strategy_at_a_time(tmp_path, capsys):
     out = str(tmp_path / "cmp")
     common = ["compare", "--workload", "matmul:64x64x64:float32:float32", "--target", "llvm", "--trials", "8",
@@ -214,6 +216,7 @@ def test_summary_says_when_stock_found_its_best_beside_the_speedup():
                 f"192 trials in 220 s, best 420.0 us; {said}") in text
 
 
+@pytest.mark.slow
 def test_interrupt_keeps_measured_records(tmp_path):
     """SIGINT mid-tuning (Ctrl-C, `timeout -s INT` on a lent GPU): one line, exit 130, records kept."""
     import signal
@@ -241,6 +244,7 @@ def test_interrupt_keeps_measured_records(tmp_path):
     assert all(json.loads(line)[1][1][0] < 1e9 for line in kept)  # no build killed by the interrupt
 
 
+@pytest.mark.slow
 def test_time_limit_stops_at_a_round_boundary_and_a_rerun_resumes(tmp_path, capsys):
     """`--time-limit` ends a call after the last whole round that leaves no time for another (exit 124,
     a closing line that says so): round 0 always runs, a resumed call with less time than its longest round measures
@@ -322,6 +326,7 @@ def test_time_limit_budgets_a_new_run_by_the_longest_round_of_the_process():
         stop_unless_time_for(1e9)  # no limit set
 
 
+@pytest.mark.slow
 def test_compare_cut_by_a_time_limit_resumes_the_cut_run(tmp_path):
     """`timeout -s INT` stops `compare` mid-run (a lent GPU's ten-minute call): the next call resumes that run
     in its work dir rather than starting it again, continuing its rounds, trial count and clock, with the
@@ -383,6 +388,7 @@ def test_compare_cut_by_a_time_limit_resumes_the_cut_run(tmp_path):
     assert [r["session"] for r in result.rounds][-1] == 2 and result.rounds[-1]["total_trials"] == 32
 
 
+@pytest.mark.slow
 def test_compare_counts_a_call_cut_before_its_first_round(tmp_path):
     """A call stopped before it measured anything leaves only its `pending` entry and call count; the
     next call's rounds carry that count (call 2 of 2), not the round log's count of calls that measured."""
@@ -404,6 +410,7 @@ def test_compare_counts_a_call_cut_before_its_first_round(tmp_path):
     assert "round 0 (call 2)" in (out / "compare.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_comparison_restored_on_another_machine_resumes_its_cut_run(tmp_path):
     """A lending's comparison, cut with a run pending, is committed as compare.json plus an archive of its work
     dirs; restored under another --out (another machine's), `compare` resumes that run from its records there,
@@ -452,6 +459,7 @@ def test_a_comparison_restored_on_another_machine_resumes_its_cut_run(tmp_path):
     assert _record_keys(moved)[:8] == kept and len(_record_keys(moved)) == 16
 
 
+@pytest.mark.slow
 def test_a_restored_finished_run_set_aside_is_made_again(tmp_path):
     """`restore --rerun` sets a finished run aside: the next `compare` makes it again in a new work dir beside
     the other strategies' kept runs, and compare.md still says what the earlier run reached."""

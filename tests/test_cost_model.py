@@ -32,6 +32,7 @@ def real_samples(tensor_intrinsics):
     return samples
 
 
+@pytest.mark.slow
 def test_training_reduces_the_ranking_loss(real_samples):
     core = PaCMCore(seed=0, residual="transformer")
     before = ranking_loss(core.net, real_samples, core.device)
@@ -159,6 +160,7 @@ def test_cli_rejects_a_corrupt_pretrained_model(tmp_path, capsys):
     assert not (tmp_path / "wd").exists()
 
 
+@pytest.mark.slow
 def test_pacm_plugs_into_tune_tir_on_llvm(tmp_path):
     from tvm.s_tir import meta_schedule as ms
 
@@ -204,6 +206,7 @@ SHORT_OF_GOAL = {("conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32/stock-202611
                   "recall_top10_in_top30")}
 
 
+@pytest.mark.slow
 def test_pacm_ranks_every_committed_run_as_well_as_the_analyzer_and_xgb(committed_runs):
     """The verify model's goal: trained on a run's first half, PaCM ranks its later half at least as
     well as the analyzer alone and as MetaSchedule's XGB (Spearman, NDCG@10, recall; means over
@@ -226,6 +229,7 @@ def test_pacm_ranks_every_committed_run_as_well_as_the_analyzer_and_xgb(committe
     assert misses == []
 
 
+@pytest.mark.slow
 def test_pacm_finds_the_fastest_later_record_at_most_round_boundaries(committed_runs):
     """The replay check: at each round boundary of each Pruner run, PaCM trained on the rounds before
     ranks the fastest later record no worse than the better of the analyzer and XGB, at most
@@ -238,6 +242,7 @@ def test_pacm_finds_the_fastest_later_record_at_most_round_boundaries(committed_
     assert sum(no_worse) > len(rows) / 2, rows
 
 
+@pytest.mark.slow
 def test_evaluate_model_prints_one_table_for_several_runs(committed_runs, capsys):
     pruner_runs = [path for path in committed_runs if "/pruner-" in path][:2]
     args = ["evaluate-model", "--models", "analyzer,pacm", "--seeds", "0,1"]
@@ -258,6 +263,7 @@ def test_evaluate_model_refuses_bad_choices_in_one_line(capsys, tmp_path):
 
 
 @needs_h100_data
+@pytest.mark.slow
 def test_by_round_needs_a_round_log(capsys, tensor_intrinsics):
     assert main(["evaluate-model", "--by-round", "--db", H100_MM4096]) == 2
     err = capsys.readouterr().err.strip()
@@ -289,6 +295,7 @@ def dataclasses_replace_task(sample, task):
     return dataclasses.replace(sample, task=task)
 
 
+@pytest.mark.slow
 def test_pacm_first_update_imports_nothing_once_its_dependencies_are_loaded():
     """A tuning call imports what its cost model imports on its first update before the round clock
     starts (import_model_dependencies): in a fresh process, PaCM's first update (trees or transformer)

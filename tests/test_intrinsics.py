@@ -3,12 +3,15 @@
 import os
 import sys
 
+import pytest
+
 from conftest import REPO_ROOT
 
 sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
 from bench_intrinsics import registered  # noqa: E402
 
 
+@pytest.mark.slow
 def test_intrinsics_registered_without_inspects_module_search_equal_a_plain_imports():
     fast, plain = registered("ms_pruner"), registered("plain")
     assert len(plain["intrinsics"]) > 100

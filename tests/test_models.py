@@ -16,6 +16,7 @@ def _tasks_in_database(work_dir):
     return {int(tvm_ffi.structural_hash(r.workload.mod)) for r in open_database(work_dir).get_all_tuning_records()}
 
 
+@pytest.mark.slow
 def test_tune_relax_python_api(tmp_path):
     import ms_pruner
     from ms_pruner.hardware import llvm_target
@@ -38,6 +39,7 @@ def test_tune_relax_python_api(tmp_path):
     assert {r["task_id"] for r in result.rounds} == {0, 1}
 
 
+@pytest.mark.slow
 def test_tune_model_cli(tmp_path, capsys):
     work_dir = str(tmp_path / "wd")
     assert main(["tune-model", "--model", "mlp-tiny", "--target", "llvm", "--trials", "16", "--per-iter", "4",

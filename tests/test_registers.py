@@ -84,6 +84,7 @@ def test_sampled_tensor_core_candidates_against_ptxas(tensor_intrinsics):
 
 @needs_nvcc
 @needs_h100_data
+@pytest.mark.slow
 def test_analyzer_spill_calls_match_ptxas_on_h100_records(tensor_intrinsics):
     """The measured best (252-254 registers by ptxas, 2 blocks an SM) and the records whose
     estimates need the most registers (128 accumulator fragments a warp: every one spills)."""

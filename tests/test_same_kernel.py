@@ -2,9 +2,12 @@
 
 import hashlib
 
+import pytest
+
 H100_CONV2D = "conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32"
 
 
+@pytest.mark.slow
 def test_schedules_an_unroll_depth_apart_that_compile_alike_are_told_apart_before_measuring(
         h100_runs, tensor_intrinsics):
     """The second H100 lending's Pruner conv2d run, first 96 records in measurement order: each is

@@ -5,6 +5,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 
 from ms_pruner.cli import main
 from ms_pruner.search.defaults import COLD_GENETIC_ITERS, COLD_SAMPLES, COLD_SELECTION_POWER, DEFAULTS
@@ -40,6 +41,7 @@ def _run_best(work_dir, workload, target):
     return out.numpy(), workload.reference(inputs)
 
 
+@pytest.mark.slow
 def test_pruner_search_in_tune_tir(tmp_path):
     from tvm.s_tir import meta_schedule as ms
 
@@ -82,6 +84,7 @@ def test_pruner_search_in_tune_tir(tmp_path):
     assert not any("climb_s" in t for t in timings)  # the analyzer climb is for GPU cold rounds only
 
 
+@pytest.mark.slow
 def test_cli_tune_with_pruner_strategy(tmp_path, capsys):
     work_dir = str(tmp_path / "wd")
     assert main(["tune", SPEC, "--target", "llvm", "--strategy", "pruner", "--trials", "32", "--per-iter", "16",
@@ -233,6 +236,7 @@ def _cold_h100_round(**params):
     return strategy, context
 
 
+@pytest.mark.slow
 def test_gpu_cold_round_climbs_on_the_analyzer(tensor_intrinsics):
     """By default a GPU cold round samples through the screen and climbs: new schedules join the
     draft, the cold half of the batch is full and distinct, and its best pick is estimated no slower
@@ -260,6 +264,7 @@ def test_gpu_cold_round_climbs_on_the_analyzer(tensor_intrinsics):
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_gpu_cold_round_compiles_its_favourite_ties_and_picks_by_registers(tensor_intrinsics):
     """Where nvcc is on PATH a GPU cold round compiles its favourite geometry's tied members
     (search/ptxas_ties.py) once each, and among the picks of that geometry one ptxas allots clearly
@@ -285,6 +290,7 @@ def test_gpu_cold_round_compiles_its_favourite_ties_and_picks_by_registers(tenso
     assert (low[0] == 0) if timing["ptxas_promoted"] else not low
 
 
+@pytest.mark.slow
 def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
     """On a GPU target the cold draft's evolution draws MutateCategorical (20% of mutations), from
     MetaSchedule's C++ threads, and the round still yields a full batch of distinct picks, spread
@@ -348,6 +354,7 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
     assert spread > 0, "some geometry's picks should cover tied variants"
 
 
+@pytest.mark.slow
 def test_gpu_follow_up_measures_the_rest_of_the_cold_batch_around_its_best_in_slices(tensor_intrinsics):
     """A GPU cold round measures half a batch; with its results in, the follow-up measures the other
     half in two rounds (``follow_up_slices``) without sampling or evolving: half of each slice
@@ -399,6 +406,7 @@ def test_gpu_follow_up_measures_the_rest_of_the_cold_batch_around_its_best_in_sl
     assert searched.follow_up is None
 
 
+@pytest.mark.slow
 def test_gpu_cold_half_that_measured_nothing_leaves_its_rest_to_one_cold_round(tensor_intrinsics):
     """With no valid result from the cold half there is no best to follow up: the next round searches
     cold again for the other half of the batch, whole (it was halved once already), and leaves nothing
@@ -420,6 +428,7 @@ def test_gpu_cold_half_that_measured_nothing_leaves_its_rest_to_one_cold_round(t
         int(tvm_ffi.structural_hash(c.sch.mod)) for c in again}
 
 
+@pytest.mark.slow
 def test_split_cold_batch_then_a_resumed_call_on_llvm(tmp_path):
     """``cold_batch_share=0.5`` with the real builder and runner: the cold round measures half a
     batch, the follow-up the other half in two slices (no sampling; neighbours of the best), then whole rounds; a
@@ -455,6 +464,7 @@ def test_split_cold_batch_then_a_resumed_call_on_llvm(tmp_path):
     assert len(records) == 24 and len(set(hashes)) == 24
 
 
+@pytest.mark.slow
 def test_a_call_resumed_after_the_cold_half_measures_the_rest_of_its_batch_first(tmp_path):
     """A lent GPU's call can end between the cold half and its follow-up (a time limit with no time
     for the follow-up). The next call finds the cold half's records alone: its first rounds are the
@@ -700,6 +710,7 @@ def test_reshape_moves_keep_grid_warps_and_fragments_and_change_the_aspect(tenso
 
 
 @needs_h100_data
+@pytest.mark.slow
 def test_climb_reshapes_the_stock_runs_best_block_into_the_one_the_analyzer_ranks_first(tensor_intrinsics):
     """From the shared H100 database's best record (a 64 x 256 block tile, 473.6 us measured) no
     single tile move improves the estimate: each gives a smaller or a larger block. A reshape (a
@@ -871,6 +882,7 @@ def test_draft_fitness_estimates_each_program_once(tensor_intrinsics):
     assert sharp.estimated == 0
 
 
+@pytest.mark.slow
 def test_train_then_moa_tuning_through_the_cli(tmp_path, capsys):
     """`ms-pruner train` on a measured work dir, then `tune --strategy moa --pretrained` from it."""
     source = str(tmp_path / "source")
@@ -885,6 +897,7 @@ def test_train_then_moa_tuning_through_the_cli(tmp_path, capsys):
     assert "16 records (16 new)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_pruner_search_carries_its_own_moa_model(tmp_path):
     """PrunerSearch(pretrained=...) verifies with, and updates, its own momentum-adapted PaCM."""
     from tvm.s_tir import meta_schedule as ms

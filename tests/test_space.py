@@ -180,6 +180,7 @@ def test_family_floor_trades_the_lowest_picks_for_the_missing_family():
 
 @needs_nvcc
 @pytest.mark.parametrize("gpu", ["h100", "a100"])
+@pytest.mark.slow
 def test_sampled_mma_candidates_build_with_async_copies_as_the_analyzer_predicts(gpu, tensor_intrinsics):
     """32 draws of the mma space, every one lowered and compiled with nvcc: no build error, each
     kernel's SASS runs HMMA, ldmatrix and cp.async, and the analyzer, reading the schedule before
@@ -216,6 +217,7 @@ def test_space_command_reports_sketches_samples_and_rejections(tensor_intrinsics
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_a_pruner_round_on_both_families_proposes_each_and_every_proposal_builds(tensor_intrinsics):
     """One cold PrunerSearch round on the ``all`` space for the H100 (nothing measured): the analyzer
     ranks both families on one scale, the batch holds each family's floor, and every candidate it
