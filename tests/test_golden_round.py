@@ -37,7 +37,7 @@ def seeded_rounds(rounds: int = 4) -> list:
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.runner import RunnerResult
 
-    from ms_pruner.analysis import geometry_name, kernel_geometry
+    from ms_pruner.analysis import StaticAnalyzer, geometry_name, kernel_geometry
     from ms_pruner.cost_model import PaCM
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.intrinsics import register_tensor_intrinsics
@@ -53,7 +53,7 @@ def seeded_rounds(rounds: int = 4) -> list:
                              search_strategy=strategy, task_name="main", rand_state=0, num_threads=THREADS)
     context.pre_tuning(max_trials=64, num_trials_per_iter=16, design_spaces=context.generate_design_space(),
                        database=ms.database.MemoryDatabase(), cost_model=model)
-    analyzer = strategy._inst.analyzer  # pylint: disable=protected-access
+    analyzer = StaticAnalyzer.for_target(context.target)
     out = []
     for _ in range(rounds):
         picks = list(context.search_strategy.generate_measure_candidates() or [])
