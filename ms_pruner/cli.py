@@ -185,7 +185,7 @@ def cmd_train(args) -> int:
     report = train_offline(args.db, args.out, time_budget_s=args.time_budget, max_epochs=args.epochs,
                            seed=args.seed, residual=args.residual)
     print(f"trained on {report['samples']} records from {len(args.db)} database(s) in {report['seconds']:.1f}s "
-          f"({report['epochs']} epochs); wrote {args.out}")
+          f"({report['epochs']} {'rounds' if args.residual == 'trees' else 'epochs'}); wrote {args.out}")
     return 0
 
 

@@ -356,3 +356,29 @@ def test_a_resumed_call_warms_its_model_alike_on_any_number_of_threads(h100_runs
         scores.append(np.asarray(model.predict(context, candidates)))
     assert np.allclose(scores[0], scores[1])
     assert np.ptp(scores[0]) > 0, "a model that learned the records tells them apart"
+
+
+def test_train_refuses_a_database_without_measured_records(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "database_workload.json").write_text("")
+    (empty / "database_tuning_record.json").write_text("")
+    out = tmp_path / "model.pt"
+    assert main(["train", "--db", str(empty), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"ms-pruner: error: {empty}: 0 records, fewer than 2 measured; nothing to train on"
+    assert not out.exists()
+
+
+@pytest.mark.slow
+@needs_h100_data
+def test_train_writes_trees_that_start_pacm_as_a_warm_start(tmp_path, capsys, tensor_intrinsics):
+    from ms_pruner.cost_model.pacm import pretrained_momentum
+
+    out = str(tmp_path / "trees.pt")
+    assert main(["train", "--db", H100_MM4096, "--out", out, "--residual", "trees"]) == 0
+    assert "(200 rounds)" in capsys.readouterr().out
+    assert read_model_file(out)["residual"] == "trees" and pretrained_momentum(out) is None
+    core = PaCMCore()
+    core.load(out, as_pretrained=True)
+    assert core.trees.pretrained is not None and core.trees.model is None

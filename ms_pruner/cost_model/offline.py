@@ -33,8 +33,8 @@ def train_offline(paths: List[str], out: str, time_budget_s: float = 300.0, max_
     for path in paths:
         core.add(database_samples(core, path))
     if sum(math.isfinite(s.latency_s) for s in core.samples) < 2:
-        raise UserError(f"{', '.join(paths)} hold {len(core.samples)} records, fewer than 2 measured; "
-                        "nothing to train on")
+        raise UserError(f"{', '.join(paths)}: {len(core.samples)} records, fewer than 2 measured; nothing to "
+                        "train on")
     report = core.train(offline=True)
     core.save(out)
     return {
