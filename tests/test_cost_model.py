@@ -271,6 +271,8 @@ def test_by_round_needs_a_round_log(capsys, tensor_intrinsics):
 
 
 def test_pretrained_trees_are_a_warm_start_the_gate_weighs(real_samples, tmp_path):
+    import dataclasses
+
     from ms_pruner.cost_model.pacm import pretrained_momentum
 
     samples = decision_bound_samples(real_samples)
@@ -283,16 +285,10 @@ def test_pretrained_trees_are_a_warm_start_the_gate_weighs(real_samples, tmp_pat
     warm = PaCMCore(seed=0)
     warm.load(path, as_pretrained=True)
     np.testing.assert_allclose(warm.scores(samples), [s.prior for s in samples])
-    warm.add([dataclasses_replace_task(s, "new") for s in samples[:40]])
+    warm.add([dataclasses.replace(s, task="new") for s in samples[:40]])
     warm.train()
     assert {"pretrained", "pretrained, adapted"} <= set(warm.trees.validation)
     assert warm.trees.chosen_name != "analyzer"
-
-
-def dataclasses_replace_task(sample, task):
-    import dataclasses
-
-    return dataclasses.replace(sample, task=task)
 
 
 @pytest.mark.slow

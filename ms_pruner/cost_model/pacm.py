@@ -19,7 +19,7 @@ from ..intrinsics import register_tensor_intrinsics
 from .knobs import schedule_knobs
 from .net import PaCMNet
 from .residual import GatedResidual, TreeSettings
-from .tokens import TOKEN_DIM, TokenExtractor
+from .tokens import BLOCK_SLOTS, PATTERNS, TOKEN_DIM, TokenExtractor
 from .training import FitReport, Sample, fit, predict_scores
 
 MODEL_FORMAT = "ms_pruner.pacm"
@@ -211,8 +211,6 @@ def _priors(samples: List[Sample]) -> np.ndarray:
 
 def tree_features(samples: List[Sample]) -> np.ndarray:
     """The trees' inputs: the analyzer's terms (the summary token's slots) and the decisions."""
-    from .tokens import BLOCK_SLOTS, PATTERNS
-
     start = len(PATTERNS) + BLOCK_SLOTS
     return np.stack([np.concatenate([s.tokens[-1, start:], s.knobs]) for s in samples]).astype(np.float32)
 

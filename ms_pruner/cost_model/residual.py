@@ -22,6 +22,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from .training import later_share_split
+
 PRIOR_SCALE = 50.0
 LABEL_BIN = 0.01
 VALIDATION_SHARE = 0.25
@@ -84,7 +86,7 @@ class TreeRanker:
 
         order = group_order(tasks)
         matrix = self._matrix(features[order], prior[order], rank_labels_per_task(latency, tasks)[order])
-        matrix.set_group([len(list(g)) for g in _runs([tasks[i] for i in order])])
+        matrix.set_group([list(tasks).count(task) for task in dict.fromkeys(tasks)])
         params = {"objective": "rank:pairwise", "eta": self.settings.eta, "max_depth": self.settings.max_depth,
                   "subsample": 0.8, "colsample_bytree": 0.8, "seed": self.seed, "nthread": 2, "verbosity": 0}
         self.booster = xgb.train(params, matrix, self.settings.rounds,
@@ -97,16 +99,6 @@ class TreeRanker:
         return self.booster.predict(self._matrix(features, prior)).astype(np.float64) / self.settings.prior_scale
 
 
-def _runs(items: List[str]) -> List[List[str]]:
-    groups: List[List[str]] = []
-    for item in items:
-        if groups and groups[-1][0] == item:
-            groups[-1].append(item)
-        else:
-            groups.append([item])
-    return groups
-
-
 def rank_labels_per_task(latency: np.ndarray, tasks: Sequence[str]) -> np.ndarray:
     labels = np.zeros(len(latency))
     for task in set(tasks):
@@ -116,15 +108,8 @@ def rank_labels_per_task(latency: np.ndarray, tasks: Sequence[str]) -> np.ndarra
 
 
 def validation_split(tasks: Sequence[str], share: float = VALIDATION_SHARE):
-    """Per task, its earlier records train and its later ``share`` validate (none below MIN_RECORDS)."""
-    groups: Dict[str, List[int]] = {}
-    for i, task in enumerate(tasks):
-        groups.setdefault(task, []).append(i)
-    train, val = [], []
-    for members in groups.values():
-        n_val = int(len(members) * share) if len(members) >= MIN_RECORDS else 0
-        train.extend(members[: len(members) - n_val])
-        val.extend(members[len(members) - n_val:])
+    """``training.later_share_split`` (none below MIN_RECORDS), each side in measurement order."""
+    train, val = later_share_split(tasks, share, MIN_RECORDS)
     return np.array(sorted(train), dtype=np.int64), np.array(sorted(val), dtype=np.int64)
 
 

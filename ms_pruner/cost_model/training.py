@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -67,18 +67,19 @@ class FitReport:
     last_loss: float
 
 
-def _split_validation(samples: List[Sample], val_frac: float):
-    """Per task, the last ``val_frac`` of its samples (in measurement order) validate.
+def later_share_split(tasks: Sequence[str], share: float, min_records: int):
+    """(train, validate) indices: per task, its later ``share`` of records in measurement order
+    validates (none for a task of fewer than ``min_records``), the rest trains; grouped by task.
 
     Later measurements are better than earlier ones, so this asks the same question tuning does:
     does what was learned from the past rank the future well?
     """
     groups: Dict[str, List[int]] = {}
-    for i, s in enumerate(samples):
-        groups.setdefault(s.task, []).append(i)
+    for i, task in enumerate(tasks):
+        groups.setdefault(task, []).append(i)
     train, val = [], []
     for members in groups.values():
-        n_val = int(len(members) * val_frac) if len(members) >= 10 else 0
+        n_val = int(len(members) * share) if len(members) >= min_records else 0
         train.extend(members[: len(members) - n_val])
         val.extend(members[len(members) - n_val:])
     return train, val
@@ -109,7 +110,7 @@ def fit(net: PaCMNet, samples: List[Sample], device: torch.device, time_budget_s
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     labels_all = relevance(samples)
-    train_index, val_index = _split_validation(samples, val_frac)
+    train_index, val_index = later_share_split([s.task for s in samples], val_frac, min_records=10)
     groups: Dict[str, List[int]] = {}
     for i in train_index:
         groups.setdefault(samples[i].task, []).append(i)
