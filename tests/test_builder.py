@@ -56,6 +56,36 @@ def test_every_sampled_candidate_lowers(candidates, gpu):
     assert stock_failures > 0, "the stock build path no longer fails: is the workaround still needed?"
 
 
+def test_the_mma_index_maps_equal_tvms():
+    """The builder's workers register the mma lowering's index maps themselves (mma_layouts.py); they
+    must map every element of a tile as TVM's tensor_intrin module does."""
+    from tvm.s_tir.tensor_intrin import cuda as intrinsics
+
+    from ms_pruner.builder.mma_layouts import accumulator_position, ldmatrix_position
+
+    for i in range(16):
+        for j in range(16):
+            assert ldmatrix_position(i, j) == intrinsics.shared_16x16_to_ldmatrix_32x8_layout(i, j)
+            assert list(accumulator_position(i, j)) == [int(x) for x in intrinsics.index_map_m16n8k8_matrixC([i, j])]
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_mma_candidates_build_in_the_builders_own_workers(tensor_intrinsics):
+    """A worker process never imports tensor_intrin, so nothing but the builder registers the mma
+    lowering's index maps there; before it did, every mma candidate failed in the workers
+    ("index_map_func.has_value()") while lowering in this process passed."""
+    import tvm
+
+    from ms_pruner.space import tuning_space
+
+    mod = tvm.IRModule({"main": parse_workload("matmul:1024x1024x1024:float16:float32").prim_func()})
+    _, target, generator = tuning_space("mma", mod, get_gpu_spec("h100").target())
+    schedules = DesignSpace(mod, target, generator).sample(2, seed=3)
+    results = _build(make_builder("pruner", max_workers=1), target, schedules)
+    assert [r.error_msg for r in results] == [None, None]
+
+
 def _build(builder, target, schedules):
     from tvm.s_tir.meta_schedule.builder import BuilderInput
 

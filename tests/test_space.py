@@ -178,6 +178,21 @@ def test_family_floor_trades_the_lowest_picks_for_the_missing_family():
     assert with_family_floor(["w1", "w2", "w3"], ["m1", "m2"], family, 2)[0] == ["w1", "w2", "m1"]
 
 
+def test_family_floor_takes_the_short_family_in_the_order_given():
+    """The pruner passes an order that takes each kernel geometry's best first, so a floor of two
+    is not two variants of one tiling."""
+    from ms_pruner.search.batch import with_family_floor
+    from ms_pruner.search.geometry import capped_per_group
+
+    family = lambda name: name[0]  # noqa: E731
+    geometry = lambda name: name[1]  # noqa: E731
+    one_a_geometry = lambda members: capped_per_group(members, 1, geometry, len(members))  # noqa: E731
+    picks, rest = ["wa1", "wa2", "wb1", "wb2"], ["mx1", "mx2", "mx3", "my1"]
+    assert with_family_floor(picks, rest, family, 2)[0] == ["wa1", "wa2", "mx1", "mx2"]
+    floored, left = with_family_floor(picks, rest, family, 2, one_a_geometry)
+    assert floored == ["wa1", "wa2", "mx1", "my1"] and left == ["wb1", "wb2", "mx2", "mx3"]
+
+
 @needs_nvcc
 @pytest.mark.parametrize("gpu", ["h100", "a100"])
 @pytest.mark.slow
@@ -244,6 +259,36 @@ def test_a_pruner_round_on_both_families_proposes_each_and_every_proposal_builds
     assert strategy.timings[-1]["families"] == {k: v for k, v in families.items()}
     for candidate in picks:
         assert build_report(candidate.sch, target)["status"] == "built"
+
+
+@pytest.mark.slow
+def test_a_default_cold_round_on_sixteen_threads_keeps_both_families(tensor_intrinsics):
+    """The cold round as a 16-core GPU host runs it (PrunerSearch's defaults, H200 target): its
+    draft of ~660 ranks every mma member below the best 192 WMMA ones, and on 2026-11-27 an H200
+    run measured 256 WMMA kernels and no mma one. The carry keeps each family's share, so the floor
+    applies, and the floor's mma picks are of different kernel geometries."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.analysis import StaticAnalyzer, kernel_geometry
+    from ms_pruner.cost_model import PaCM
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import PrunerSearch
+    from ms_pruner.space import sketch_family, tuning_space
+
+    mod = tvm.IRModule({"main": parse_workload(GEMM).prim_func()})
+    _, target, generator = tuning_space("all", mod, get_gpu_spec("h200").target())
+    strategy = PrunerSearch(seed=0)
+    context = ms.TuneContext(mod=mod, target=target, space_generator=generator, search_strategy=strategy,
+                             task_name="main", rand_state=0, num_threads=16)
+    context.pre_tuning(max_trials=256, num_trials_per_iter=64, design_spaces=context.generate_design_space(),
+                       database=ms.database.MemoryDatabase(), cost_model=PaCM(seed=0))
+    picks = [c.sch for c in context.search_strategy.generate_measure_candidates()]
+    families = collections.Counter(sketch_family(s.trace) for s in picks)
+    assert len(picks) == 32 and families == {"wmma": 24, "mma": 8}
+    analyzer = StaticAnalyzer.for_target(target)
+    geometries = {kernel_geometry(analyzer.analyze(s)[1].features) for s in picks if sketch_family(s.trace) == "mma"}
+    assert len(geometries) >= 6
 
 
 def test_the_analyzer_and_pacm_read_an_mma_kernel_block_by_block(tensor_intrinsics):

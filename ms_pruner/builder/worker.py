@@ -3,7 +3,8 @@
 They are module-level functions of an importable module, so LocalBuilder pickles them by
 reference. Unlike MetaSchedule's ``default_build`` they never import ``tvm.s_tir.tensor_intrin``:
 a candidate reaching the builder is already tensorized (the intrinsic bodies are inlined in its
-TIR), and that import costs ~23 s in every fresh worker.
+TIR), and that import costs ~23 s in every fresh worker. The two index maps the mma rule's lowering
+looks up by name, which that import would register, are registered by mma_layouts.py instead.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def lower_candidate(mod, target, use_nvcc: bool = True):
 
     from .cuda_compile import cuda_compile_scope
 
-    mod = _without_layout_rewrite(mod)
+    mod = _ready_to_lower(mod)
     with _pass_context(target), cuda_compile_scope(target, use_nvcc):
         return tvm.compile(mod, target=target)
 
@@ -56,7 +57,7 @@ def lowered_tir(mod, target):
     before host and device are split and code is generated: what decides the kernel, for less."""
     import tvm
 
-    mod = _without_layout_rewrite(mod)
+    mod = _ready_to_lower(mod)
     with _pass_context(target):
         host = target.host or tvm.target.Target("llvm" if tvm.runtime.enabled("llvm") else "c")
         mod = tvm.tirx.transform.BindTarget(target.with_host(host))(mod)
@@ -64,9 +65,14 @@ def lowered_tir(mod, target):
         return pipeline(mod)
 
 
-def _without_layout_rewrite(mod):
+def _ready_to_lower(mod):
+    """``mod`` without MetaSchedule's weight-layout rewrite blocks; also registers the mma index maps
+    lowering looks up (mma_layouts.py), since every lowering here starts with this."""
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
+    from .mma_layouts import register_mma_layouts
+
+    register_mma_layouts()
     return RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
 
 

@@ -69,10 +69,12 @@ def compose_batch(ranked_droplet: List, draft: List, ranked_draft: List, rules: 
     return picks, [s for s in ranked_draft if key_of(s) not in seen]
 
 
-def with_family_floor(picks: List, ranked_rest: List, family: Callable, floor: int):
+def with_family_floor(picks: List, ranked_rest: List, family: Callable, floor: int,
+                      order: Optional[Callable] = None):
     """(picks, ranked_rest) with at least ``floor`` picks of every family that ``picks`` or
     ``ranked_rest`` hold (as far as it has members): the lowest-ranked picks of the families above
-    their floor give way to the best-ranked unpicked members of those below it, same batch size.
+    their floor give way to the best-ranked unpicked members of those below it (in ``order`` of
+    them where given: e.g. one a geometry first), same batch size.
 
     A cold batch of a space with two rule families is ranked by the analyzer alone, whose model of
     one family may be off by a constant the other's is not; measuring each family from the start
@@ -84,7 +86,8 @@ def with_family_floor(picks: List, ranked_rest: List, family: Callable, floor: i
         counts.setdefault(family(sch), 0)
     picks, rest = list(picks), list(ranked_rest)
     for short in [f for f, n in counts.items() if n < floor]:
-        for member in [s for s in rest if family(s) == short][:floor - counts[short]]:
+        members = [s for s in rest if family(s) == short]
+        for member in (order(members) if order is not None else members)[:floor - counts[short]]:
             donors = [i for i, s in enumerate(picks) if counts[family(s)] > floor]
             if not donors:
                 break

@@ -32,7 +32,7 @@ from __future__ import annotations
 import collections
 import random
 import time
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
@@ -42,6 +42,7 @@ from ..analysis.copies import COPY_MEMORY
 from ..intrinsics import register_tensor_intrinsics
 from ..tuning.records import mean_latency, measure_candidate, measured_batch, records_for
 from .batch import BatchRules, compose_batch, with_family_floor
+from .geometry import capped_per_group
 from .candidates import CandidateFacts, structural_key
 from .defaults import DEFAULTS, MIN_FRESH_SAMPLES, for_target
 from .follow_up import FollowUp, resumed_follow_up, slice_sizes
@@ -223,7 +224,7 @@ class PrunerSearch(PySearchStrategy):
         start = time.perf_counter()
         rules = BatchRules(batch, self.params["droplet_share"], self.params["eps_greedy"],
                            self._cold_geometry_cap(batch) if cold else None)
-        picks = self._select(draft, droplet, rules, timing)
+        picks = self._select(draft, droplet, rules, timing, each_family=cold)
         if cold:
             picks = self._family_floor(picks, batch, timing)
         timing["verify_s"] = time.perf_counter() - start
@@ -282,7 +283,7 @@ class PrunerSearch(PySearchStrategy):
         start = time.perf_counter()
         rules = BatchRules(batch, self.params["follow_up_droplet_share"], self.params["eps_greedy"],
                            self._cold_geometry_cap(self.per_iter), pending.geometries)
-        picks = self._select(draft, droplet, rules, timing)
+        picks = self._select(draft, droplet, rules, timing, each_family=True)
         timing["verify_s"] = time.perf_counter() - start
         neighbours = frozenset(self.facts.key(s) for s in droplet)
         if self.settings.widen_cold_fetches:
@@ -366,9 +367,10 @@ class PrunerSearch(PySearchStrategy):
             return None
         return max(1, int(round(batch * self.settings.cold_geometry_share)))
 
-    def _select(self, draft: List, droplet: List, rules: BatchRules, timing: dict) -> List:
+    def _select(self, draft: List, droplet: List, rules: BatchRules, timing: dict, each_family: bool = False) -> List:
         """Best of the draft and of the droplet neighbours by the cost model, plus eps random
-        (batch.compose_batch); the draft's unpicked members, best first, are carried over.
+        (batch.compose_batch); the draft's unpicked members, best first, are carried over (in a cold
+        batch and its follow-up slices, ``each_family``, with each rule family's share: ``_carried``).
 
         The geometry cap (cold batches) limits the best-ranked picks that share one kernel geometry
         (geometry.py): the analyzer alone ranks a cold batch, and its favourite's variants would
@@ -381,20 +383,32 @@ class PrunerSearch(PySearchStrategy):
         picks, unpicked = compose_batch(self._rank(droplet), draft, self._rank(draft), rules, self.facts.key,
                                         self.measured, self.rng, self.facts.geometry, self.tie_order,
                                         self.same_kernels.repeats)
-        self.carry = unpicked[:self.params["carry_over"]]
+        self.carry = self._carried(unpicked) if each_family else unpicked[:self.params["carry_over"]]
         timing.update(self.tie_order.stats)
         return picks
 
+    def _carried(self, ranked: List) -> List:
+        """The best-ranked ``carry_over`` of the unpicked draft, ``cold_family_share`` of them from
+        each rule family it holds. The cold carry feeds the follow-up slices and the cold batch's
+        family floor; cut by rank alone it can lose a family the analyzer ranks low (a 16-thread
+        round's draft of 660 held 37 mma members, none among its best 192), and then no floor
+        applies. Later rounds rank with a model that has measured both families and cut by rank."""
+        keep = self.params["carry_over"]
+        floor = int(keep * self.settings.cold_family_share)
+        if floor == 0 or len(ranked) <= keep:
+            return ranked[:keep]
+        return with_family_floor(ranked[:keep], ranked[keep:], _family_lookup(ranked), floor)[0]
+
     def _family_floor(self, picks: List, batch: int, timing: dict) -> List:
         """A cold batch's picks with ``cold_family_share`` of them from each rule family the draft
-        holds (a space of one family is left as it is); the picks given up are carried over first."""
-        from ..space import sketch_family
-
+        holds (a space of one family is left as it is), a family's best of each kernel geometry
+        first (its best-ranked members are often variants of one tiling); the picks given up are
+        carried over first."""
         floor = int(batch * self.settings.cold_family_share)
-        families = {id(s): sketch_family(s.trace) for s in picks + self.carry}
-        family = lambda sch: families[id(sch)]  # noqa: E731
-        if floor > 0 and len(set(families.values())) > 1:
-            picks, self.carry = with_family_floor(picks, self.carry, family, floor)
+        family = _family_lookup(picks + self.carry)
+        if floor > 0 and len({family(s) for s in picks + self.carry}) > 1:
+            one_a_geometry = lambda members: capped_per_group(members, 1, self.facts.geometry, len(members))  # noqa: E731
+            picks, self.carry = with_family_floor(picks, self.carry, family, floor, one_a_geometry)
         timing["families"] = dict(collections.Counter(str(family(s)) for s in picks))
         return picks
 
@@ -419,3 +433,11 @@ class PrunerSearch(PySearchStrategy):
         self.draft.note_measured(trace)
         if latency < 1e9 and (self.best is None or latency < self.best[0]):
             self.best = (latency, trace)
+
+
+def _family_lookup(schedules: List) -> Callable:
+    """The rule family (space.sketch_family) of each of ``schedules``, read once a schedule."""
+    from ..space import sketch_family
+
+    families = {id(s): sketch_family(s.trace) for s in schedules}
+    return lambda sch: families[id(sch)]
