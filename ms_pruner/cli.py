@@ -82,7 +82,7 @@ def cmd_tune(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from .tuning.records import describe_best, group_by_workload, open_database
+    from .database.records import describe_best, group_by_workload, open_database
 
     database = open_database(args.work_dir)
     records = list(database.get_all_tuning_records())
@@ -95,7 +95,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_analyze(args) -> int:
-    from .analysis import evaluate_database
+    from .evaluation import evaluate_database
 
     report = evaluate_database(args.db, gpu=args.gpu, ptxas=args.ptxas)
     if args.json:
@@ -150,7 +150,7 @@ def cmd_remeasure(args) -> int:
 
 
 def cmd_evaluate_model(args) -> int:
-    from .cost_model.evaluate import evaluate_runs, markdown_table
+    from .evaluation.model_ranking import evaluate_runs, markdown_table
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     seeds = args.seeds or [args.seed]
@@ -168,7 +168,7 @@ def cmd_evaluate_model(args) -> int:
 
 
 def _print_by_round(paths, models, seed: int, as_json: bool) -> int:
-    from .cost_model.evaluate import by_round, by_round_table
+    from .evaluation.model_ranking import by_round, by_round_table
 
     runs = {path: by_round(path, models, seed) for path in paths}
     if as_json:
@@ -409,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--work-dir", required=True)
     show.set_defaults(func=cmd_show)
 
-    from .space.report import add_space_command
+    from .evaluation.space_report import add_space_command
     from .tuning.check import add_check_command
 
     add_space_command(sub)

@@ -146,7 +146,7 @@ _DIVISION = re.compile(r"[/%] (\d+)\)")
 
 def pick_register_checks(picks, estimates, target, analyzer) -> list:
     """Each pick's (first) kernel against ptxas's report of it (``analysis.ptxas_checks``), or None."""
-    from ms_pruner.analysis import ptxas_checks
+    from ms_pruner.evaluation import ptxas_checks
 
     checks = []
     for pick, estimate in zip(picks, estimates):
@@ -159,7 +159,7 @@ def valid_records(path: str):
     """(index, record, measured seconds) of each record of the run in ``path`` that built and ran,
     in measurement order, with the tensor intrinsics registered that its traces name."""
     from ms_pruner.intrinsics import register_tensor_intrinsics
-    from ms_pruner.tuning.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
+    from ms_pruner.database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
 
     register_tensor_intrinsics()
     for index, record in enumerate(records_in_file_order(path)):

@@ -22,7 +22,9 @@ from _common import command_line, machine, valid_records, write_json  # noqa: E4
 
 
 def record_table(record, measured_s: float) -> dict:
-    from ms_pruner.analysis import StaticAnalyzer, operand_fetch_bytes, ptxas_checks, replay_record
+    from ms_pruner.analysis import StaticAnalyzer, operand_fetch_bytes
+    from ms_pruner.database import replay_record
+    from ms_pruner.evaluation import ptxas_checks
     from ms_pruner.search import DesignSpace, decision_values
     from ms_pruner.search.arrangement import arrangement_name, arrangement_variant_traces, fragment_arrangement
     from ms_pruner.search.fetch_width import with_wide_fetch_variants

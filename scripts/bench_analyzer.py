@@ -87,7 +87,7 @@ def gpu_speed(gpu: str, candidates: int) -> dict:
 
 
 def score_gpu_databases(databases, gpus) -> dict:
-    from ms_pruner.analysis import evaluate_database
+    from ms_pruner.evaluation import evaluate_database
 
     scored = {}
     for path in databases:
@@ -108,7 +108,7 @@ def score_gpu_databases(databases, gpus) -> dict:
 def cpu_speed(paths, repeats: int) -> dict:
     """Microseconds per CPU-model estimate of the llvm records' schedules (fastest of ``repeats``)."""
     from ms_pruner.analysis import StaticAnalyzer
-    from ms_pruner.cost_model.evaluate import load_measured
+    from ms_pruner.evaluation.model_ranking import load_measured
 
     per_database, fastest = {}, []
     for path in paths:
@@ -129,7 +129,7 @@ def cpu_speed(paths, repeats: int) -> dict:
 
 def score_cpu_databases(paths):
     """Spearman, recall and how many distinct estimates the CPU model gives each llvm database."""
-    from ms_pruner.analysis import evaluate_database
+    from ms_pruner.evaluation import evaluate_database
 
     scored = {}
     for path in paths:

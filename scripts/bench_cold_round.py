@@ -164,7 +164,7 @@ def database_reference(paths, analyzer, target_us=None) -> dict:
     (geometry and operand fetch widths) measured at or below it (``hits_by_shape``)."""
     import numpy as np
 
-    from ms_pruner.cost_model.evaluate import load_measured
+    from ms_pruner.evaluation.model_ranking import load_measured
     from ms_pruner.analysis import geometry_name, has_narrow_fetch, kernel_geometry, operand_fetch_bytes
 
     measured, arrangements = [], []

@@ -41,7 +41,7 @@ def workload_kind(name: str) -> str:
 
 
 def transfer(runs: list, names: dict, work: str, common: dict, out_dir: str) -> None:
-    from ms_pruner.cost_model.evaluate import evaluate_runs, markdown_table
+    from ms_pruner.evaluation.model_ranking import evaluate_runs, markdown_table
     from ms_pruner.cost_model.offline import train_offline
 
     rows, tables = [], []
@@ -65,10 +65,10 @@ def transfer(runs: list, names: dict, work: str, common: dict, out_dir: str) -> 
 
 def budgets():
     """Timing on real samples replicated to the sizes the issue names (2000 records, 2048 candidates)."""
-    from ms_pruner.analysis import replay_record
+    from ms_pruner.database import replay_record
     from ms_pruner.cost_model import PaCMCore, Sample
     from ms_pruner.cost_model.pacm import _task_key
-    from ms_pruner.tuning.records import mean_latency, records_in_file_order
+    from ms_pruner.database.records import mean_latency, records_in_file_order
 
     records = records_in_file_order(H100_MM4096)
     schedules = [replay_record(r) for r in records]
@@ -105,7 +105,7 @@ def main():
     args = parser.parse_args()
     import torch
 
-    from ms_pruner.cost_model.evaluate import by_round, by_round_table, evaluate_runs, markdown_table, run_name
+    from ms_pruner.evaluation.model_ranking import by_round, by_round_table, evaluate_runs, markdown_table, run_name
     from ms_pruner.intrinsics import register_tensor_intrinsics
 
     register_tensor_intrinsics()

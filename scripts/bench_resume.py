@@ -24,7 +24,7 @@ from _common import command_line, machine, tune_context, write_json  # noqa: E40
 
 def cut_database(db: str, records: int, into: str) -> str:
     """A copy of ``db`` holding its first ``records`` tuning records, in measurement order."""
-    from ms_pruner.tuning.records import RECORD_FILE, WORKLOAD_FILE
+    from ms_pruner.database.records import RECORD_FILE, WORKLOAD_FILE
 
     shutil.copy(os.path.join(db, WORKLOAD_FILE), into)
     with open(os.path.join(db, RECORD_FILE), encoding="utf-8") as source, \
@@ -37,7 +37,7 @@ def cut_database(db: str, records: int, into: str) -> str:
 def resume_seconds(db: str, threads: int, model_name: str) -> dict:
     from ms_pruner.search import PrunerSearch
     from ms_pruner.tuning.driver import import_model_dependencies, search_components
-    from ms_pruner.tuning.records import open_database, records_for
+    from ms_pruner.database.records import open_database, records_for
     from ms_pruner.tuning.resume import warmed_cost_model
 
     database = open_database(db)

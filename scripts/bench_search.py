@@ -50,7 +50,7 @@ def search_rounds(strategy: str, mod, target, records, schedules, latency, warm:
     from tvm.s_tir.meta_schedule.runner import RunnerResult
 
     from ms_pruner.tuning.driver import search_components
-    from ms_pruner.tuning.records import measured_batch
+    from ms_pruner.database.records import measured_batch
 
     strategy_obj, model = search_components(strategy, target, seed=seed)
     if params and strategy == "pruner":
@@ -148,7 +148,7 @@ def main() -> int:
     register_tensor_intrinsics()  # the database's traces name the wmma intrinsics
 
     from ms_pruner.builder import default_max_workers
-    from ms_pruner.cost_model.evaluate import load_measured
+    from ms_pruner.evaluation.model_ranking import load_measured
 
     if args.workload:
         records, schedules, latency = [], [], []

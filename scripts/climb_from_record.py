@@ -27,7 +27,8 @@ def main() -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
-    from ms_pruner.analysis import StaticAnalyzer, geometry_name, kernel_geometry, replay_record
+    from ms_pruner.analysis import StaticAnalyzer, geometry_name, kernel_geometry
+    from ms_pruner.database import replay_record
     from ms_pruner.search import DesignSpace, tile_decisions
     from ms_pruner.search.climb import climb
     from ms_pruner.search.defaults import DEFAULTS

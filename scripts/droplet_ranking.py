@@ -23,11 +23,11 @@ from _common import command_line, machine, tune_context, write_json  # noqa: E40
 
 def ranked_moves(path: str, first: int, seed: int, limit: int = 64) -> dict:
     from ms_pruner.cost_model import PaCM
-    from ms_pruner.cost_model.evaluate import load_measured
+    from ms_pruner.evaluation.model_ranking import load_measured
     from ms_pruner.search import decision_kinds, decision_values
     from ms_pruner.search.droplet import neighbours
     from ms_pruner.search.space import DesignSpace
-    from ms_pruner.tuning.records import measure_candidate, measured_batch
+    from ms_pruner.database.records import measure_candidate, measured_batch
 
     records, schedules, latency = load_measured(path)
     context = tune_context(records[0].workload.mod, records[0].target, "evolutionary", seed, 2)

@@ -17,7 +17,7 @@ import sys
 from typing import List, Optional
 
 from _common import read_json, write_text
-from ms_pruner.analysis import RecordEstimate, group_by_geometry
+from ms_pruner.evaluation import RecordEstimate, group_by_geometry
 
 
 def load_records(path: str) -> List[RecordEstimate]:

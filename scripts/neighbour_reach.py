@@ -26,7 +26,7 @@ from _common import command_line, machine, write_json  # noqa: E402
 def measured(paths):
     """(latency in us, decision values, database, decision kinds) of every valid record of every database."""
     from ms_pruner.search import decision_kinds, decision_values
-    from ms_pruner.tuning.records import is_valid, mean_latency, records_in_file_order
+    from ms_pruner.database.records import is_valid, mean_latency, records_in_file_order
 
     rows = []
     for path in paths:

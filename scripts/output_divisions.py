@@ -26,7 +26,8 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
-    from ms_pruner.analysis import StaticAnalyzer, replay_record
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.database import replay_record
     from ms_pruner.analysis.features import is_shared
     from ms_pruner.hardware import get_gpu_spec
 

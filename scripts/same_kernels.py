@@ -25,7 +25,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
-    from ms_pruner.analysis import replay_record
+    from ms_pruner.database import replay_record
     from ms_pruner.builder.worker import lower_candidate
     from ms_pruner.search.same_kernel import SameKernels
 

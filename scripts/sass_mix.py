@@ -183,7 +183,8 @@ def main() -> None:
     if not args.db or not args.out:
         parser.error("--db and --out are required unless --read is given")
 
-    from ms_pruner.analysis import StaticAnalyzer, geometry_name, kernel_geometry, replay_record
+    from ms_pruner.analysis import StaticAnalyzer, geometry_name, kernel_geometry
+    from ms_pruner.database import replay_record
 
     rows = []
     for path in args.db:

@@ -333,7 +333,7 @@ def test_cpu_model_orders_pruner_picks_it_used_to_tie(spec):
     import glob
     import os
 
-    from ms_pruner.analysis import evaluate_database
+    from ms_pruner.evaluation import evaluate_database
 
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cpu_pruner_seed0")
     dirs = sorted(d for d in glob.glob(os.path.join(root, "*")) if os.path.isdir(d))
@@ -379,7 +379,7 @@ def test_analyzer_ranks_real_h100_records(capsys, tmp_path, tensor_intrinsics):
     fastest = sorted(report["records"], key=lambda r: r["measured_s"])[:38]
     assert spearman([r["predicted_s"] for r in fastest], [r["measured_s"] for r in fastest]) > 0.5
     # Read by geometry and fetch widths in rounds of 64 (stock's run: its best family only in round 2).
-    from ms_pruner.analysis import RecordEstimate, group_by_geometry
+    from ms_pruner.evaluation import RecordEstimate, group_by_geometry
 
     groups = group_by_geometry([RecordEstimate(reason="", **r) for r in report["records"]], per_round=64)
     assert sum(g.records for g in groups) == 191 and {len(g.per_round) for g in groups} == {3}
@@ -388,7 +388,7 @@ def test_analyzer_ranks_real_h100_records(capsys, tmp_path, tensor_intrinsics):
     assert [g.best_measured_s for g in groups] == sorted(g.best_measured_s for g in groups)
     same_shape = [r for r in report["records"] if r["geometry"] == best["geometry"] and r["fetch_bytes"] == [16, 8]]
     assert groups[0].best_predicted_s == min(r["predicted_s"] for r in same_shape)
-    path = tmp_path / "run.analyze.json.gz"  # as committed under docs/results (scripts/shrink_results.py)
+    path = tmp_path / "run.analyze.json.gz"  # as committed under docs/results (gzipped)
     with gzip.open(path, "wt") as handle:
         json.dump(report, handle)
     script = os.path.join(REPO_ROOT, "scripts", "geometry_report.py")
@@ -413,7 +413,7 @@ def test_halving_the_k_tile_of_the_best_h100_schedule_costs_time(tensor_intrinsi
     615-1835 us against 474: with two resident blocks a trip's own latency does not hide fully
     under the other block's work. A plain max of the two once estimated one of them within 0.03%
     of the best, so a deeper draft chased that family."""
-    from ms_pruner.cost_model.evaluate import load_measured
+    from ms_pruner.evaluation.model_ranking import load_measured
 
     analyzer = StaticAnalyzer(H100)
     rows = []
@@ -434,7 +434,8 @@ H100_CONV2D = "conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32"
 
 
 def _analyzer_and_source_widths(records, analyzer):
-    from ms_pruner.analysis import operand_fetch_bytes, replay_record
+    from ms_pruner.analysis import operand_fetch_bytes
+    from ms_pruner.database import replay_record
     from ms_pruner.builder import cuda_sources
 
     for record in records:
@@ -450,7 +451,7 @@ def test_fetch_widths_of_h100_conv2d_records_match_generated_cuda(h100_runs, ten
     two rounds): a padded input fetch stays one predicated vector load when, with the loops' ranges
     known, its bounds test does not read the vector lane; a test on the unsimplified condition called
     57 of these scalar."""
-    from ms_pruner.tuning.records import records_in_file_order
+    from ms_pruner.database.records import records_in_file_order
 
     records = records_in_file_order(h100_runs(H100_CONV2D, "stock"))[:128]
     analyzer = StaticAnalyzer.for_target(records[0].target, gpu=H100)
@@ -497,10 +498,11 @@ def test_a_row_split_that_keeps_im2col_divisions_in_the_output_address_costs_its
     index as lowering does, its ``(bx * 128 + s) // 3136`` still pairs with its modulo and the address
     folds; simplified as one expression it did not, and the analyzer charged it 4 divisions it does not
     compute (23.5 us estimated; Spearman 0.79 once lowering's order is followed)."""
-    from ms_pruner.analysis import evaluate_database, replay_record
+    from ms_pruner.database import replay_record
+    from ms_pruner.evaluation import evaluate_database
     from ms_pruner.analysis.features import is_shared
     from ms_pruner.builder import cuda_sources
-    from ms_pruner.tuning.records import mean_latency, records_in_file_order
+    from ms_pruner.database.records import mean_latency, records_in_file_order
 
     run = h100_runs(H100_CONV2D, "pruner")
     records = records_in_file_order(run)
@@ -528,10 +530,10 @@ def test_output_divisions_in_generated_cuda_are_read_from_vector_stores_too(h100
     ``/ 3136`` in ADDR, which a reading of scalar ``conv2d_nhwc_ptr[ADDR]`` stores missed (90 records
     the analyzer alone seemed to charge); record 59 divides only blockIdx and threadIdx terms, once a
     thread, which the analyzer does not charge an element's store; record 1 stores scalars, undivided."""
-    from ms_pruner.analysis import replay_record
+    from ms_pruner.database import replay_record
     from ms_pruner.analysis.features import is_shared
     from ms_pruner.builder import cuda_sources
-    from ms_pruner.tuning.records import records_in_file_order
+    from ms_pruner.database.records import records_in_file_order
 
     sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
     from _common import address_divides
@@ -552,7 +554,7 @@ def test_output_divisions_in_generated_cuda_are_read_from_vector_stores_too(h100
 def test_fetch_widths_of_h100_records_match_generated_cuda(tensor_intrinsics):
     """Every measured record: the analyzer's per-thread load width of each operand is the one in the
     CUDA source (41 B fetches are gathered one lane at a time there)."""
-    from ms_pruner.tuning.records import records_in_file_order
+    from ms_pruner.database.records import records_in_file_order
 
     records = records_in_file_order(H100_MM4096)
     gathered = 0
@@ -587,8 +589,8 @@ def test_address_divisions_count_what_each_element_recomputes():
 def test_h100_conv2d_input_copies_pay_for_their_im2col_index(h100_runs, tensor_core_candidates):
     """Every conv2d candidate's padded-input copy computes its im2col index per element; no copy of
     a matmul with power-of-two dimensions divides at all."""
-    from ms_pruner.analysis import replay_record
-    from ms_pruner.tuning.records import records_in_file_order
+    from ms_pruner.database import replay_record
+    from ms_pruner.database.records import records_in_file_order
 
     records = records_in_file_order(h100_runs(H100_CONV2D, "stock"))[:16]
     analyzer = StaticAnalyzer.for_target(records[0].target, gpu=H100)
@@ -608,8 +610,8 @@ def test_a_copy_outside_the_fragment_loop_is_issued_once_per_copy(h100_runs, ten
     scalar loads per thread, five divisions each on the flattened address and bounds test, six
     counted index by index) measured 31.9 us on the H100. Charged on every trip, the warp's own copy
     issue made it 165 us; spread over the six trips it serves, 2x."""
-    from ms_pruner.analysis import replay_record
-    from ms_pruner.tuning.records import mean_latency, records_in_file_order
+    from ms_pruner.database import replay_record
+    from ms_pruner.database.records import mean_latency, records_in_file_order
 
     records = records_in_file_order(h100_runs(H100_CONV2D, "stock"))
     analyzer = StaticAnalyzer.for_target(records[0].target, gpu=H100)
@@ -635,7 +637,7 @@ def test_remembered_copy_facts_are_the_ones_a_fresh_walk_finds(h100_runs, tensor
     from ms_pruner.analysis.tir_walk import walk_primfunc
     from ms_pruner.search import DesignSpace
     from ms_pruner.search.droplet import neighbours
-    from ms_pruner.tuning.records import mean_latency, records_in_file_order
+    from ms_pruner.database.records import mean_latency, records_in_file_order
 
     def facts(program):
         return [(b.name, b.loops, b.access, b.active_ratio, b.address_divisions, b.pad_ratio) for b in program.blocks]

@@ -1,6 +1,5 @@
 """PaCM: training, persistence, errors, MetaSchedule integration, and the held-out comparison."""
 
-import json
 import math
 
 import numpy as np
@@ -19,9 +18,9 @@ def real_samples(tensor_intrinsics):
 
     if not os.path.isdir(H100_MM4096):
         pytest.skip("../shared/data not present")
-    from ms_pruner.analysis import replay_record
+    from ms_pruner.database import replay_record
     from ms_pruner.cost_model.pacm import _task_key
-    from ms_pruner.tuning.records import mean_latency, records_in_file_order
+    from ms_pruner.database.records import mean_latency, records_in_file_order
 
     core = PaCMCore(seed=0)
     samples = []
@@ -216,7 +215,7 @@ def test_pacm_ranks_every_committed_run_as_well_as_the_analyzer_and_xgb(committe
     """The verify model's goal: trained on a run's first half, PaCM ranks its later half at least as
     well as the analyzer alone and as MetaSchedule's XGB (Spearman, NDCG@10, recall; means over
     seeds 0-2, to the table's three decimals), and at Spearman >= 0.5."""
-    from ms_pruner.cost_model.evaluate import METRICS, evaluate_runs, run_name
+    from ms_pruner.evaluation.model_ranking import METRICS, evaluate_runs, run_name
 
     rows = evaluate_runs(committed_runs, ("analyzer", "pacm", "xgb"), (0, 1, 2))
     misses = []
@@ -239,7 +238,7 @@ def test_pacm_finds_the_fastest_later_record_at_most_round_boundaries(committed_
     """The replay check: at each round boundary of each Pruner run, PaCM trained on the rounds before
     ranks the fastest later record no worse than the better of the analyzer and XGB, at most
     boundaries."""
-    from ms_pruner.cost_model.evaluate import by_round
+    from ms_pruner.evaluation.model_ranking import by_round
 
     rows = [row for path in committed_runs if "/pruner-" in path for row in by_round(path, ("analyzer", "pacm", "xgb"))]
     assert len(rows) >= 9
@@ -338,8 +337,8 @@ def test_a_resumed_call_warms_its_model_alike_on_any_number_of_threads(h100_runs
     model learns the same records in the same order, so it ranks alike whatever the thread count."""
     from tvm.s_tir import meta_schedule as ms
 
-    from ms_pruner.analysis.db_eval import replay_record
-    from ms_pruner.tuning.records import measured_batch, open_database, records_for
+    from ms_pruner.database.records import replay_record
+    from ms_pruner.database.records import measured_batch, open_database, records_for
     from ms_pruner.tuning.resume import warmed_cost_model
 
     database = open_database(h100_runs("matmul_4096x4096x4096_float16_float32", "pruner"))

@@ -88,9 +88,9 @@ def test_sampled_tensor_core_candidates_against_ptxas(tensor_intrinsics):
 def test_analyzer_spill_calls_match_ptxas_on_h100_records(tensor_intrinsics):
     """The measured best (252-254 registers by ptxas, 2 blocks an SM) and the records whose
     estimates need the most registers (128 accumulator fragments a warp: every one spills)."""
-    from ms_pruner.analysis import replay_record
-    from ms_pruner.analysis.db_eval import RecordEstimate, register_summary
-    from ms_pruner.tuning.records import mean_latency, records_in_file_order
+    from ms_pruner.database import replay_record
+    from ms_pruner.evaluation.database_report import RecordEstimate, register_summary
+    from ms_pruner.database.records import mean_latency, records_in_file_order
 
     records = records_in_file_order(H100_MM4096)
     analyzer = StaticAnalyzer.for_target(records[0].target)

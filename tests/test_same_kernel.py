@@ -13,10 +13,10 @@ def test_schedules_an_unroll_depth_apart_that_compile_alike_are_told_apart_befor
     """The second H100 lending's Pruner conv2d run, first 96 records in measurement order: each is
     asked ``repeats`` against those before it, and the answer is held against its generated CUDA
     (same source, same kernel). 8 of them repeated a kernel (scripts/same_kernels.py: 34 of 256)."""
-    from ms_pruner.analysis import replay_record
+    from ms_pruner.database import replay_record
     from ms_pruner.builder import cuda_sources
     from ms_pruner.search.same_kernel import SameKernels, unroll_free_decisions
-    from ms_pruner.tuning.records import records_in_file_order
+    from ms_pruner.database.records import records_in_file_order
 
     records = records_in_file_order(h100_runs(H100_CONV2D, "pruner"))[:96]
     check = SameKernels(records[0].target)

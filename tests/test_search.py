@@ -19,7 +19,7 @@ def _distinct_schedules(work_dir, workload):
     """Structural hashes of every record's replayed schedule in the work dir."""
     import tvm_ffi
 
-    from ms_pruner.analysis import replay_record
+    from ms_pruner.database import replay_record
     from ms_pruner.tuning import open_database
 
     records = open_database(work_dir).get_all_tuning_records()
@@ -718,10 +718,11 @@ def test_climb_reshapes_the_stock_runs_best_block_into_the_one_the_analyzer_rank
     of this project's fastest H100 matmul records, and the climb goes on from there."""
     import random
 
-    from ms_pruner.analysis import StaticAnalyzer, geometry_name, kernel_geometry, replay_record
+    from ms_pruner.analysis import StaticAnalyzer, geometry_name, kernel_geometry
+    from ms_pruner.database import replay_record
     from ms_pruner.search import DesignSpace
     from ms_pruner.search.climb import climb
-    from ms_pruner.tuning.records import mean_latency, records_in_file_order
+    from ms_pruner.database.records import mean_latency, records_in_file_order
 
     best = min(records_in_file_order(H100_MM4096), key=mean_latency)
     start = replay_record(best)
@@ -841,7 +842,7 @@ def test_selection_power_sharpens_the_draft_parent_weights_but_keeps_the_order(t
     from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import DesignSpace, PSACostModel
-    from ms_pruner.tuning.records import measure_candidate
+    from ms_pruner.database.records import measure_candidate
 
     target = get_gpu_spec("h100").target()
     space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
@@ -862,7 +863,7 @@ def test_draft_fitness_estimates_each_program_once(tensor_intrinsics):
     from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import DesignSpace, PSACostModel
-    from ms_pruner.tuning.records import measure_candidate
+    from ms_pruner.database.records import measure_candidate
 
     target = get_gpu_spec("h100").target()
     space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)

@@ -3,7 +3,6 @@ nvcc make of their candidates (no GPU needed)."""
 
 import collections
 import json
-import random
 
 import pytest
 
@@ -202,7 +201,7 @@ def test_sampled_mma_candidates_build_with_async_copies_as_the_analyzer_predicts
     lowering, predicted its shared memory (stages included) to the byte and whether ptxas puts
     registers in local memory (spill stores or a stack for the accumulator array), on a set that holds
     both."""
-    from ms_pruner.space.report import SpaceQuery, space_report
+    from ms_pruner.evaluation.space_report import SpaceQuery, space_report
 
     report = space_report(SpaceQuery(GEMM, gpu=gpu, space="mma", sample=32, build=True, seed=0, jobs=2))
     candidates = report["candidates"]
@@ -244,7 +243,7 @@ def test_a_pruner_round_on_both_families_proposes_each_and_every_proposal_builds
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import PrunerSearch
     from ms_pruner.space import sketch_family, tuning_space
-    from ms_pruner.space.report import build_report
+    from ms_pruner.evaluation.space_report import build_report
 
     mod = tvm.IRModule({"main": parse_workload(GEMM).prim_func()})
     _, target, generator = tuning_space("all", mod, get_gpu_spec("h100").target())
@@ -285,7 +284,7 @@ def test_a_default_cold_round_on_sixteen_threads_keeps_both_families(tensor_intr
                        database=ms.database.MemoryDatabase(), cost_model=PaCM(seed=0))
     picks = [c.sch for c in context.search_strategy.generate_measure_candidates()]
     families = collections.Counter(sketch_family(s.trace) for s in picks)
-    assert len(picks) == 32 and families == {"wmma": 24, "mma": 8}
+    assert len(picks) == 32 and families["mma"] >= 8 and families["wmma"] >= 8  # the floor: a quarter each
     analyzer = StaticAnalyzer.for_target(target)
     geometries = {kernel_geometry(analyzer.analyze(s)[1].features) for s in picks if sketch_family(s.trace) == "mma"}
     assert len(geometries) >= 6

@@ -6,8 +6,6 @@ into time with a per-SM model whose constants all come from the GPUSpec. See doc
 """
 
 from .analyzer import ANALYSES, Estimate, StaticAnalyzer
-from .db_eval import (DatabaseReport, GeometryGroup, RecordEstimate, evaluate_database, group_by_geometry, ptxas_checks,
-                      replay_record)
 from .features import (KernelFeatures, geometry_name, has_narrow_fetch, kernel_features, kernel_geometry,
                        operand_fetch_bytes)
 from .gpu_model import KernelEstimate, estimate_kernel
@@ -17,27 +15,20 @@ from .tir_walk import walk_primfunc
 
 __all__ = [
     "ANALYSES",
-    "DatabaseReport",
     "Estimate",
-    "GeometryGroup",
     "KernelEstimate",
     "KernelFeatures",
-    "RecordEstimate",
     "RegisterCheck",
     "StaticAnalyzer",
     "check_registers",
     "estimate_kernel",
-    "evaluate_database",
     "geometry_name",
-    "group_by_geometry",
     "has_narrow_fetch",
     "kernel_features",
     "kernel_geometry",
     "ndcg_at_k",
     "operand_fetch_bytes",
-    "ptxas_checks",
     "recall_at_top",
-    "replay_record",
     "spearman",
     "summarize_register_checks",
     "walk_primfunc",

@@ -5,21 +5,16 @@ trees by default; a pattern-token transformer with MoA momentum adaptation).
 is the same model without MetaSchedule plumbing. See docs/cost_model.md.
 """
 
-from .evaluate import MODELS, by_round, evaluate_models, evaluate_runs
 from .pacm import PaCM, PaCMCore, positive_scores, read_model_file
 from .tokens import TOKEN_DIM, TokenExtractor
 from .training import Sample, fit, lambda_rank_loss, ranking_loss
 
 __all__ = [
-    "MODELS",
     "PaCM",
     "PaCMCore",
     "Sample",
     "TOKEN_DIM",
     "TokenExtractor",
-    "by_round",
-    "evaluate_models",
-    "evaluate_runs",
     "fit",
     "lambda_rank_loss",
     "positive_scores",

@@ -12,8 +12,8 @@ from .training import Sample
 
 def database_samples(core: PaCMCore, path: str) -> List[Sample]:
     """Every record of a database as a training sample (trace replayed, tokens extracted)."""
-    from ..analysis.db_eval import replay_record
-    from ..tuning.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
+    from ..database.records import replay_record
+    from ..database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
 
     samples = []
     for record in records_in_file_order(path):

@@ -81,7 +81,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     from ..builder import cuda_compile_scope
     from ..space import tuning_space
     from ..tuning.driver import check_search, instrumented_session, search_components
-    from ..tuning.records import open_database
+    from ..database.records import open_database
 
     require_positive("--trials", max_trials_global)
     require_positive("--per-iter", num_trials_per_iter)

@@ -40,7 +40,7 @@ from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 from ..analysis import ANALYSES
 from ..analysis.copies import COPY_MEMORY
 from ..intrinsics import register_tensor_intrinsics
-from ..tuning.records import mean_latency, measure_candidate, measured_batch, records_for
+from ..database.records import mean_latency, measure_candidate, measured_batch, records_for
 from .batch import BatchRules, compose_batch, with_family_floor
 from .geometry import capped_per_group
 from .candidates import CandidateFacts, structural_key

@@ -1,7 +1,7 @@
-"""Tuning driver: strategy selection, resume, per-round timing, reading work dirs."""
+"""Tuning driver: strategy selection, resume, per-round timing; the database helpers it re-exports live in ms_pruner.database."""
 
 from .driver import STRATEGIES, TuneResult, search_components, tune_tir
-from .records import best_record, describe_best, mean_latency, open_database, records_for, summarize_trace
+from ..database.records import best_record, describe_best, mean_latency, open_database, records_for, summarize_trace
 
 __all__ = [
     "STRATEGIES",

@@ -50,7 +50,7 @@ def check_best(work_dir: str, spec: str, target) -> OutputCheck:
     from ..builder import lower_candidate
     from ..workloads import parse_workload
     from .driver import normalized_mod
-    from .records import best_record, mean_latency, open_database, records_for
+    from ..database.records import best_record, mean_latency, open_database, records_for
 
     workload = parse_workload(spec)
     database = open_database(work_dir)

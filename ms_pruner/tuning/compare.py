@@ -359,28 +359,4 @@ def plot(report: dict, path: str) -> Optional[str]:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    palette_png(path)
     return path
-
-
-def palette_png(path: str) -> int:
-    """``path`` redrawn with a palette of 256 colours where that is smaller; the bytes saved.
-
-    A plot's antialiased edges use a few hundred colours, so at most a few pixels move by a few
-    levels, and the file is a third of matplotlib's RGBA one: committed plots travel with every
-    call to a lent GPU, whose 64 MiB the TVM bundle already mostly takes (scripts/carry_size.py).
-    Pillow comes with matplotlib."""
-    from PIL import Image
-
-    with Image.open(path) as image:
-        if image.mode == "P":
-            return 0
-        before = os.path.getsize(path)
-        quantized = image.convert("RGB").quantize(colors=256)
-    scratch = path + ".tmp.png"
-    quantized.save(scratch, optimize=True)
-    if os.path.getsize(scratch) >= before:
-        os.remove(scratch)
-        return 0
-    os.replace(scratch, path)
-    return before - os.path.getsize(path)

@@ -9,7 +9,7 @@ import time
 from typing import List, Optional
 
 from ..errors import UserError, require_positive, require_seed
-from .records import best_record, mean_latency, open_database, records_for, workload_flops
+from ..database.records import best_record, mean_latency, open_database, records_for, workload_flops
 from .resume import resume_point, warmed_cost_model, workload_tag
 
 STRATEGIES = ("stock", "pruner", "moa", "replay")

@@ -22,7 +22,7 @@ from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 from tvm.s_tir.meta_schedule.runner import PyRunner
 
 from .interrupt import check_stop, note_round, stop_unless_time_for
-from .records import FAILED_RUN_SECONDS
+from ..database.records import FAILED_RUN_SECONDS
 
 
 @dataclasses.dataclass

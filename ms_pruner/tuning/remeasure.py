@@ -12,7 +12,7 @@ import statistics
 from typing import List, Optional
 
 from ..errors import UserError, require_positive
-from .records import is_valid, mean_latency, open_database, records_for
+from ..database.records import is_valid, mean_latency, open_database, records_for
 
 
 @dataclasses.dataclass
@@ -44,7 +44,7 @@ def remeasure(records, target, builder="pruner", runner=None) -> List[Remeasured
     from tvm.s_tir import meta_schedule as ms
 
     from ..builder import close_builder, make_builder, make_runner
-    from .records import measure_candidate
+    from ..database.records import measure_candidate
 
     schedules = []
     for record in records:

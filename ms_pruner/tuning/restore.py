@@ -13,7 +13,7 @@ from typing import Iterable, Tuple
 
 from ..errors import UserError
 from .compare import read_report, summarize
-from .records import RECORD_FILE
+from ..database.records import RECORD_FILE
 
 
 def restore_comparison(report_path: str, archive_path: str, out_dir: str, settings: dict,

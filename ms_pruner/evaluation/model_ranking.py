@@ -20,8 +20,8 @@ import numpy as np
 
 from ..analysis.metrics import ndcg_at_k, recall_at_top, spearman
 from ..errors import UserError
-from .pacm import PaCMCore, _task_key, pretrained_momentum, read_model_file
-from .training import Sample
+from ..cost_model.pacm import PaCMCore, _task_key, pretrained_momentum, read_model_file
+from ..cost_model.training import Sample
 
 MODELS = ("analyzer", "pacm", "pacm-transformer", "pretrained", "xgb", "xgb-trained")
 METRICS = ("spearman", "ndcg10", "recall_top10_in_top30")
@@ -52,8 +52,8 @@ class MeasuredRun:
 def load_measured(path: str) -> tuple:
     """Records of a database in measurement order, their replayed schedules and mean latencies
     (inf = failed)."""
-    from ..analysis.db_eval import replay_record
-    from ..tuning.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
+    from ..database.records import replay_record
+    from ..database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
 
     records = records_in_file_order(path)
     if len(records) < 4:
@@ -115,7 +115,7 @@ def _xgb_evaluator(warmup: int) -> Callable:
         from tvm.s_tir import meta_schedule as ms
         from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig
 
-        from ..tuning.records import measured_batch
+        from ..database.records import measured_batch
 
         np.random.seed(seed)  # the warm-up answers come from numpy's global generator
         model = ms.cost_model.XGBModel(config=XGBConfig(seed=seed), num_warmup_samples=warmup)

@@ -8,10 +8,11 @@ import statistics
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .analyzer import Estimate, StaticAnalyzer
-from .features import geometry_name, kernel_geometry, operand_fetch_bytes
-from .metrics import recall_at_top, spearman
-from .registers import RegisterCheck, check_registers, summarize_register_checks
+from ..analysis.analyzer import Estimate, StaticAnalyzer
+from ..analysis.features import geometry_name, kernel_geometry, operand_fetch_bytes
+from ..analysis.metrics import recall_at_top, spearman
+from ..analysis.registers import RegisterCheck, check_registers, summarize_register_checks
+from ..database.records import replay_record
 
 
 @dataclasses.dataclass
@@ -103,15 +104,6 @@ def _smaller(current: Optional[float], value: Optional[float]) -> Optional[float
     return value if current is None else min(current, value)
 
 
-def replay_record(record):
-    """The post-processed schedule a record measured (its trace replayed with its decisions)."""
-    from tvm.s_tir import Schedule
-
-    sch = Schedule(record.workload.mod)
-    record.trace.apply_to_schedule(sch, remove_postproc=False)
-    return sch
-
-
 def score_estimates(estimates: List[Estimate], measured: List[Optional[float]]) -> DatabaseReport:
     """Spearman and recall over records that are both measured and valid for the analyzer."""
     records = []
@@ -143,7 +135,7 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: boo
     registers, spill call and residency against ptxas's report (``registers``)."""
     from ..hardware import get_gpu_spec
     from ..search.arrangement import arrangement_name, fragment_arrangement
-    from ..tuning.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
+    from ..database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
 
     records = records_in_file_order(path)
     if ptxas:

@@ -18,7 +18,7 @@ from typing import Dict, List
 
 from ..errors import UserError
 from ..threads import map_on_threads
-from .families import SPACES, pipeline_depth, sketch_family, tuning_space
+from ..space.families import SPACES, pipeline_depth, sketch_family, tuning_space
 
 SASS_SHOWN = ("HMMA", "LDSM", "LDGSTS", "LDG", "STS", "LDL", "STL")
 # A postprocessor written in Python reaches Python back from the space as TVM's wrapper type; the

@@ -87,6 +87,15 @@ def records_in_file_order(path: str) -> List:
     return records
 
 
+def replay_record(record):
+    """The post-processed schedule a record measured (its trace replayed with its decisions)."""
+    from tvm.s_tir import Schedule
+
+    sch = Schedule(record.workload.mod)
+    record.trace.apply_to_schedule(sch, remove_postproc=False)
+    return sch
+
+
 def mean_latency(record) -> float:
     """Mean of ``run_secs`` in seconds; failed builds/runs come back as >= 1e9."""
     secs = [float(x) for x in record.run_secs] if record.run_secs is not None else []

@@ -1,0 +1,25 @@
+"""The tuning database: work-dir I/O, records in measurement order, their latencies, and the
+schedule a record measured (``replay_record``). Everything that reads or writes MetaSchedule
+records goes through here; nothing here depends on the search, the cost model or the driver."""
+
+from .records import (FAILED_RUN_SECONDS, best_record, database_paths, describe_best, group_by_workload, is_valid,
+                      mean_latency, open_database, records_for, records_in_file_order, replay_record, same_target,
+                      same_workload, summarize_trace, workload_flops)
+
+__all__ = [
+    "FAILED_RUN_SECONDS",
+    "best_record",
+    "database_paths",
+    "describe_best",
+    "group_by_workload",
+    "is_valid",
+    "mean_latency",
+    "open_database",
+    "records_for",
+    "records_in_file_order",
+    "replay_record",
+    "same_target",
+    "same_workload",
+    "summarize_trace",
+    "workload_flops",
+]
