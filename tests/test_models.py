@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from conftest import needs_nvcc
 from ms_pruner.cli import main
 from ms_pruner.models import compare_outputs, extract_tasks, get_model, import_torch_model, run_executable
 from ms_pruner.models.report import model_table, read_summaries
@@ -82,3 +83,67 @@ def test_gpu_models_import_and_extract_tensor_core_tasks(name, tensor_intrinsics
     assert main_ops, [t.task_name for t in tasks]
     script = main_ops[0].dispatched[0].script()
     assert '"float16"' in script and '"float32"' in script  # fp16 operands, fp32 accumulation
+
+
+def _built_tensor_core_record(task, target):
+    """A database record for ``task`` of a WMMA candidate our builder builds, as tuning would leave
+    one (its latency is not read when compiling)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.builder import lower_candidate
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.space import sketch_family, tuning_space
+
+    mod = task.dispatched[0]
+    _, target, generator = tuning_space("wmma", mod, target)
+    for sch in DesignSpace(mod, target, generator).sample(8, seed=1):
+        if sketch_family(sch.trace) != "wmma":
+            continue
+        try:
+            lower_candidate(sch.mod, target)
+        except Exception:  # pylint: disable=broad-except  # a build error in tuning: not recorded
+            continue
+        args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+        return sch.trace, mod, target, args
+    raise AssertionError(f"no WMMA candidate of {task.task_name} builds")
+
+
+def _compiled_kernels(executable, target) -> str:
+    """Every CUDA module of a VM executable compiled with nvcc; their source, joined."""
+    from ms_pruner.builder import compile_cuda_to_cubin
+
+    def cuda_modules(module):
+        return [m for child in module.imports for m in ([child] if child.kind == "cuda" else []) + cuda_modules(child)]
+
+    sources = [m.inspect_source("") for m in cuda_modules(executable.mod)]
+    assert sources and all(compile_cuda_to_cubin(source, target) for source in sources)
+    return "\n".join(sources)
+
+
+@needs_nvcc
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bert-layer", "resnet-block"])
+def test_fp16_models_compile_for_cuda_from_an_empty_and_a_partial_database(name, tensor_intrinsics):
+    """Both fp16 models compiled for an H100 without a GPU, every kernel through nvcc: from an empty
+    database (DLight schedules every function) and from one holding a tuned WMMA record of one task,
+    which MetaSchedule's own ``compile_relax`` rejects at lowering (models/compile.py)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.models import compile_tuned
+
+    module, example, spec = get_model(name)
+    mod = import_torch_model(module, example, nhwc=spec.nhwc, mixed_precision=True)
+    target = get_gpu_spec("h100").target()
+    untuned = _compiled_kernels(compile_tuned(ms.database.MemoryDatabase(), mod, target), target)
+    assert "__global__" in untuned and "wmma::" not in untuned
+
+    task = next(t for t in extract_tasks(mod, target) if "matmul" in t.task_name or "conv2d" in t.task_name)
+    trace, task_mod, task_target, args = _built_tensor_core_record(task, target)
+    database = ms.database.MemoryDatabase()
+    workload = database.commit_workload(task_mod)
+    database.commit_tuning_record(ms.database.TuningRecord(trace, workload, [1e-3], task_target, args))
+    tuned = _compiled_kernels(compile_tuned(database, mod, target), target)
+    assert "wmma::mma_sync" in tuned
+    with pytest.raises(Exception, match="tvm_access_ptr element type must match"):
+        ms.relax_integration.compile_relax(database, mod, target, params=None)

@@ -1,5 +1,6 @@
 """Whole models: torch definitions, the Relax import, and tune_relax with PrunerSearch."""
 
+from .compile import compile_tuned
 from .definitions import MODELS, ModelSpec, get_model
 from .relax_flow import (RelaxTuneResult, compare_outputs, extract_tasks, import_torch_model, legalize_and_fuse,
                          run_executable, tune_relax)
@@ -10,6 +11,7 @@ __all__ = [
     "ModelSpec",
     "RelaxTuneResult",
     "compare_outputs",
+    "compile_tuned",
     "extract_tasks",
     "get_model",
     "import_torch_model",

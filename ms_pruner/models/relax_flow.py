@@ -78,8 +78,8 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     mma rule takes a block of any task, else ``wmma``."""
     from tvm.s_tir import meta_schedule as ms
 
-    from ..builder import cuda_compile_scope
     from ..space import tuning_space
+    from .compile import compile_tuned
     from ..tuning.driver import check_search, instrumented_session, search_components
     from ..database.records import open_database
 
@@ -115,8 +115,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
             seed=seed,
             **measure,
         )
-    with cuda_compile_scope(target):  # on a GPU machine codegen compiles CUDA here: nvcc, not NVRTC
-        executable = ms.relax_integration.compile_relax(database, mod, target, params=params)
+    executable = compile_tuned(database, mod, target, params)
     return RelaxTuneResult(
         executable=executable,
         database=database,

@@ -1,0 +1,68 @@
+"""A tuned Relax module compiled as its kernels were built when they were measured.
+
+MetaSchedule's ``compile_relax`` applies the database (``MetaScheduleApplyDatabase``), schedules
+what it does not cover with DLight, and builds under a bare ``PassContext(opt_level=3)``. The
+tensor-core kernels a tuning run measured were built by our builder under its pass options
+(``builder.build_pass_config``: no storage rewrite, asynchronous copies); without them TVM 0.27
+rejects a tuned fp16->fp32 WMMA kernel at lowering ("tvm_access_ptr element type must match the
+source buffer"), so a model tuned on CUDA did not compile. ``compile_tuned`` is the same pipeline,
+from TVM's public passes, under those options.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+
+def compile_tuned(database, mod, target, params: Optional[Dict] = None):
+    """The VM executable of Relax ``mod`` for ``target``, with ``database``'s best schedules."""
+    import tvm
+    from tvm import relax
+    from tvm.relax import pipeline as relax_pipeline
+
+    from ..builder import build_pass_config, cuda_compile_scope
+
+    if params:
+        mod = relax.transform.BindParams("main", params)(mod)
+    dispatch = relax_pipeline.library_dispatch_passes(target)
+    lower = _lower_passes(target)
+    on_gpu = relax_pipeline.BackendDispatcher.is_gpu_target(target)
+
+    @tvm.transform.module_pass(opt_level=3)
+    def tuned_pipeline(mod, _context):
+        fuse = [*dispatch, relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+                relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR()]
+        mod = tvm.transform.Sequential(fuse)(mod)
+        mod = relax.transform.MetaScheduleApplyDatabase()(mod)
+        if on_gpu:
+            mod = _default_gpu_schedules()(mod)
+        return tvm.transform.Sequential(lower)(mod)
+
+    with target, database, tvm.transform.PassContext(opt_level=3, config=build_pass_config(target)), \
+            cuda_compile_scope(target):  # on a GPU machine codegen compiles CUDA here: nvcc, not NVRTC
+        return relax.build(mod, target=target, relax_pipeline=tuned_pipeline)
+
+
+def _default_gpu_schedules():
+    """DLight's rules for the functions no record covers, as ``compile_relax`` applies them."""
+    from tvm.s_tir import dlight
+
+    gpu = dlight.gpu
+    return dlight.ApplyDefaultSchedule(gpu.Matmul(), gpu.GEMV(), gpu.Reduction(), gpu.GeneralReduction(),
+                                       gpu.Fallback())
+
+
+def _lower_passes(target) -> list:
+    """Relax's lowering and finalising passes for ``target``; TVM 0.27 registers none for CUDA, and
+    ``compile_relax`` then uses these."""
+    from tvm import relax
+    from tvm.relax import pipeline as relax_pipeline
+
+    try:
+        return relax_pipeline.dataflow_lower_passes(target) + relax_pipeline.finalize_passes(target)
+    except (ValueError, AttributeError):
+        passes = relax.transform
+        return [passes.RewriteDataflowReshape(), passes.ToNonDataflow(), passes.RemovePurityChecking(),
+                passes.CallTIRRewrite(), passes.StaticPlanBlockMemory(), passes.LowerAllocTensor(),
+                passes.KillAfterLastUse(), passes.LowerRuntimeBuiltin(), passes.ComputePrimValue(),
+                passes.VMShapeLower(), passes.AttachGlobalSymbol()]
