@@ -218,19 +218,18 @@ def test_pacm_ranks_every_committed_run_as_well_as_the_analyzer_and_xgb(committe
     from ms_pruner.evaluation.model_ranking import METRICS, evaluate_runs, run_name
 
     rows = evaluate_runs(committed_runs, ("analyzer", "pacm", "xgb"), (0, 1, 2))
-    misses = []
+    misses = {}
     for row in rows:
         name, mean = run_name(row["database"]), {m: {k: v["mean"] for k, v in row["summary"][m].items()}
                                                   for m in row["summary"]}
-        if mean["pacm"]["spearman"] < 0.5 and (name, "floor", "spearman") not in SHORT_OF_GOAL:
-            misses.append((name, "floor", "spearman", mean["pacm"]["spearman"]))
+        if mean["pacm"]["spearman"] < 0.5:
+            misses[(name, "floor", "spearman")] = (mean["pacm"]["spearman"], 0.5)
         for other in ("analyzer", "xgb"):
             for metric in METRICS:
-                if (name, other, metric) in SHORT_OF_GOAL:
-                    continue
                 if round(mean["pacm"][metric], 3) < round(mean[other][metric], 3):
-                    misses.append((name, other, metric, mean["pacm"][metric], mean[other][metric]))
-    assert misses == []
+                    misses[(name, other, metric)] = (mean["pacm"][metric], mean[other][metric])
+    assert {key: value for key, value in misses.items() if key not in SHORT_OF_GOAL} == {}
+    assert SHORT_OF_GOAL <= set(misses), "a recorded shortfall is met now: take it out of SHORT_OF_GOAL"
 
 
 @pytest.mark.slow
