@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import List
 
+from ..database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order, replay_record
 from ..errors import UserError
 from .pacm import PaCMCore, _task_key
 from .training import Sample
@@ -12,9 +13,6 @@ from .training import Sample
 
 def database_samples(core: PaCMCore, path: str) -> List[Sample]:
     """Every record of a database as a training sample (trace replayed, tokens extracted)."""
-    from ..database.records import replay_record
-    from ..database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
-
     samples = []
     for record in records_in_file_order(path):
         sample = core.featurize([replay_record(record)], record.target)[0]

@@ -12,7 +12,7 @@ from ..analysis.analyzer import Estimate, StaticAnalyzer
 from ..analysis.features import geometry_name, kernel_geometry, operand_fetch_bytes
 from ..analysis.metrics import recall_at_top, spearman
 from ..analysis.registers import RegisterCheck, check_registers, summarize_register_checks
-from ..database.records import replay_record
+from ..database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order, replay_record
 
 
 @dataclasses.dataclass
@@ -135,7 +135,6 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: boo
     registers, spill call and residency against ptxas's report (``registers``)."""
     from ..hardware import get_gpu_spec
     from ..search.arrangement import arrangement_name, fragment_arrangement
-    from ..database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
 
     records = records_in_file_order(path)
     if ptxas:

@@ -19,9 +19,11 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from ..analysis.metrics import ndcg_at_k, recall_at_top, spearman
-from ..errors import UserError
 from ..cost_model.pacm import PaCMCore, _task_key, pretrained_momentum, read_model_file
 from ..cost_model.training import Sample
+from ..database.records import (FAILED_RUN_SECONDS, mean_latency, measured_batch, records_in_file_order,
+                                replay_record)
+from ..errors import UserError
 
 MODELS = ("analyzer", "pacm", "pacm-transformer", "pretrained", "xgb", "xgb-trained")
 METRICS = ("spearman", "ndcg10", "recall_top10_in_top30")
@@ -52,9 +54,6 @@ class MeasuredRun:
 def load_measured(path: str) -> tuple:
     """Records of a database in measurement order, their replayed schedules and mean latencies
     (inf = failed)."""
-    from ..database.records import replay_record
-    from ..database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order
-
     records = records_in_file_order(path)
     if len(records) < 4:
         raise UserError(f"'{path}' holds {len(records)} records; evaluate-model needs at least 4")
@@ -114,8 +113,6 @@ def _xgb_evaluator(warmup: int) -> Callable:
     def evaluate(run: MeasuredRun, train: Sequence[int], test: Sequence[int], seed: int, pretrained=None) -> tuple:
         from tvm.s_tir import meta_schedule as ms
         from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig
-
-        from ..database.records import measured_batch
 
         np.random.seed(seed)  # the warm-up answers come from numpy's global generator
         model = ms.cost_model.XGBModel(config=XGBConfig(seed=seed), num_warmup_samples=warmup)

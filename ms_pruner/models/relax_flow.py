@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import UserError, require_positive
 from ..intrinsics import register_tensor_intrinsics
+from .compile import compile_tuned
 
 
 def import_torch_model(module, example, nhwc: bool = False, mixed_precision: bool = False):
@@ -78,10 +79,9 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     mma rule takes a block of any task, else ``wmma``."""
     from tvm.s_tir import meta_schedule as ms
 
-    from ..space import tuning_space
-    from .compile import compile_tuned
-    from ..tuning.driver import check_search, instrumented_session, search_components
     from ..database.records import open_database
+    from ..space import tuning_space
+    from ..tuning.driver import check_search, instrumented_session, search_components
 
     require_positive("--trials", max_trials_global)
     require_positive("--per-iter", num_trials_per_iter)

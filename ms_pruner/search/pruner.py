@@ -39,13 +39,13 @@ from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
 from ..analysis import ANALYSES
 from ..analysis.copies import COPY_MEMORY
-from ..intrinsics import register_tensor_intrinsics
 from ..database.records import mean_latency, measure_candidate, measured_batch, records_for
+from ..intrinsics import register_tensor_intrinsics
 from .batch import BatchRules, compose_batch, with_family_floor
-from .geometry import capped_per_group
 from .candidates import CandidateFacts, structural_key
 from .defaults import DEFAULTS, MIN_FRESH_SAMPLES, for_target
 from .follow_up import FollowUp, resumed_follow_up, slice_sizes
+from .geometry import capped_per_group
 from .same_kernel import SameKernels
 from .tie_order import TieOrder
 

@@ -20,7 +20,7 @@ import json
 import os
 from typing import List, Optional
 
-from ..database.records import best_record, mean_latency
+from ..database.records import best_record, mean_latency, measured_batch, replay_record
 
 
 @dataclasses.dataclass
@@ -85,9 +85,7 @@ def warmed_cost_model(model, workload, target, records, num_threads: Optional[in
     """
     from tvm.s_tir import meta_schedule as ms
 
-    from ..database.records import replay_record
     from ..threads import map_on_threads
-    from ..database.records import measured_batch
 
     if num_threads is None:
         num_threads = ms.utils.cpu_count(logical=False)
