@@ -3,10 +3,10 @@
 Two schedules that differ only in their unroll depth (``meta_schedule.unroll_explicit``) are
 different programs to MetaSchedule (their structural hashes differ), but once every loop the
 pragma could unroll is unrolled, a larger depth changes nothing: lowering gives the same TIR and
-code generation the same kernel. In the second H100 lending's Pruner conv2d run, 256 records were
+code generation the same kernel. In the H100 Pruner conv2d run of 2026-11-26, 256 records were
 222 distinct CUDA kernels: 34 measurements repeated a kernel, all of them schedules one unroll
-decision away from a measured one, most of them Droplet's unroll neighbours of the best; the first
-lending's matmul run had the same count (docs/search.md, "Kernels measured twice").
+decision away from a measured one, most of them Droplet's unroll neighbours of the best; the
+matmul run of 2026-11-24 had the same count (docs/search.md, "Kernels measured twice").
 
 So a candidate whose other decisions equal those of a measured schedule (or of one already picked
 for the batch) is lowered, and so is that schedule, and the candidate is dropped when both lower to
