@@ -53,6 +53,7 @@ def cmd_tune(args) -> int:
         progress=not args.no_progress,
         cost_model=args.cost_model,
         space=args.space,
+        first_round=args.first_round,
     )
     if args.json:
         print(json.dumps(dict(vars(result), best_tflops=result.best_tflops, workload=workload.spec)))
@@ -206,11 +207,13 @@ def cmd_compare(args) -> int:
     machine = {"target": str(choice.target), "gpu": choice.gpu.marketing_name if choice.gpu else None,
                "cpu": choice.cpu.name if choice.cpu else None}
     command = "ms-pruner " + " ".join(args.argv)
-    settings = comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder, args.space)
+    settings = comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder, args.space,
+                                   args.first_round)
     previous = {} if args.fresh else load_previous(args.out, settings)
     report = run_comparison(workloads, choice, args.trials, args.per_iter, args.out, seed=args.seed,
                             strategies=strategies, pretrained=args.pretrained, builder=args.builder,
                             progress=not args.no_progress, previous=previous, space=args.space,
+                            first_round=args.first_round,
                             on_run=lambda partial: write_outputs(partial, args.out, command, machine))
     for path in write_outputs(report, args.out, command, machine):
         print(f"wrote {path}")
@@ -244,7 +247,7 @@ def cmd_tune_model(args) -> int:
     result = tune_relax(relax_mod, None,
                         choice.target, work_dir, args.trials, strategy=args.strategy, seed=args.seed,
                         num_trials_per_iter=args.per_iter, pretrained=args.pretrained,
-                        progress=not args.no_progress, space=args.space)
+                        progress=not args.no_progress, space=args.space, first_round=args.first_round)
     outputs, seconds = run_executable(result.executable, choice.target, [example.numpy()])
     print(f"{args.model} ({spec.dtype} compute, input {tuple(spec.input_shape)}) on {choice.target.kind.name}: "
           f"{len(result.tasks)} tasks tuned with {args.strategy} ({args.trials} trials) in {work_dir}")
@@ -276,6 +279,9 @@ def _add_space(parser) -> None:
     parser.add_argument("--space", default="auto", choices=SPACES,
                         help="tensor-core rule families to search on a GPU: wmma, mma (pipelined mma.sync), "
                              "all (both), auto (all on sm_80+ where the mma rule takes a block, else wmma)")
+    parser.add_argument("--no-first-round", dest="first_round", action="store_false",
+                        help="Pruner without its tensor-core first-round policy (climb, geometry cap, "
+                             "follow-up slices): the ablation")
 
 
 def _add_time_limit(parser) -> None:

@@ -18,9 +18,9 @@ def test_arrangement_variants_keep_the_geometry_and_the_estimate_and_cover_every
     from ms_pruner.analysis import StaticAnalyzer, kernel_geometry
     from ms_pruner.database import replay_record
     from ms_pruner.search import DesignSpace
-    from ms_pruner.search.arrangement import arrangement_variant_traces, fragment_arrangement
-    from ms_pruner.search.climb import cold_climb
-    from ms_pruner.search.fetch_width import decisions_but_operand_fetches
+    from ms_pruner.search.first_round.arrangement import arrangement_variant_traces, fragment_arrangement
+    from ms_pruner.search.first_round.climb import cold_climb
+    from ms_pruner.search.first_round.fetch_width import decisions_but_operand_fetches
     from ms_pruner.database.records import mean_latency, records_in_file_order
 
     best = min(records_in_file_order(H100_MM4096), key=mean_latency)

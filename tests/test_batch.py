@@ -1,9 +1,9 @@
-"""Composing a measured batch (search/batch.py) and the per-geometry cap, on plain strings."""
+"""Composing a measured batch (search/verify.py) and the per-geometry cap, on plain strings."""
 
 import random
 
-from ms_pruner.search.batch import BatchRules, compose_batch
-from ms_pruner.search.geometry import capped_per_group
+from ms_pruner.search.verify import BatchRules, compose_batch
+from ms_pruner.search.first_round.geometry import capped_per_group
 
 
 def _key(name):
@@ -18,8 +18,8 @@ def test_neighbours_first_then_the_capped_draft_then_the_random_share():
     neighbours = ["n1", "n2", "n3", "n4", "n5"]
     ranked = ["a1", "a2", "a3", "b1", "a4", "c1", "b2", "c2", "a5", "c3"]
     draft = sorted(ranked)
-    rules = BatchRules(size=8, droplet_share=0.25, eps_greedy=0.5, geometry_cap=2)
-    picks, rest = compose_batch(neighbours, draft, ranked, rules, _key, {"n2"}, random.Random(0), _group)
+    rules = BatchRules(size=8, droplet_share=0.25, eps_greedy=0.5, order=lambda r: capped_per_group(r, 2, _group, 8))
+    picks, rest = compose_batch(neighbours, draft, ranked, rules, _key, {"n2"}, random.Random(0))
     assert picks[:2] == ["n1", "n3"]  # n2 was measured
     assert picks[2:5] == ["a1", "a2", "b1"]  # a1 and a2 fill geometry a's cap of 2
     assert len(picks) == 8 and len(set(picks)) == 8
@@ -38,13 +38,14 @@ def test_the_cap_counts_what_the_first_part_of_a_split_batch_took():
     ranked = ["a1", "a2", "b1", "a3", "c1", "b2"]
     assert capped_per_group(ranked, 2, _group, len(ranked), taken={"a": 1, "b": 2}) == \
         ["a1", "c1", "a2", "b1", "a3", "b2"]
-    rules = BatchRules(size=3, droplet_share=0.0, eps_greedy=0.0, geometry_cap=2, prior_counts={"a": 2})
-    picks, _ = compose_batch([], ranked, ranked, rules, _key, set(), random.Random(0), _group)
+    rules = BatchRules(size=3, droplet_share=0.0, eps_greedy=0.0,
+                       order=lambda r: capped_per_group(r, 2, _group, 3, taken={"a": 2}))
+    picks, _ = compose_batch([], ranked, ranked, rules, _key, set(), random.Random(0))
     assert picks == ["b1", "c1", "b2"]
 
 
 def test_variants_estimated_as_ties_take_turns_within_their_geometry():
-    from ms_pruner.search.geometry import spread_variants
+    from ms_pruner.search.first_round.geometry import spread_variants
 
     # name: geometry letter, fetch-width variant, estimate (us)
     est = {"a1": ("a", "16/16", 100.0), "a2": ("a", "16/16", 100.0), "b1": ("b", "16/16", 120.0),
@@ -57,11 +58,13 @@ def test_variants_estimated_as_ties_take_turns_within_their_geometry():
     assert spread == ["a1", "a4", "b1", "a6", "a2", "b2", "a7", "a3", "a5"]
     # with no band only a's equal best estimates tie, all one variant: the ranking stands
     assert spread_variants(ranked, lambda x: est[x][0], lambda x: (est[x][1],), lambda x: est[x][2], 0.0) == ranked
-    rules = BatchRules(size=4, droplet_share=0.0, eps_greedy=0.0, geometry_cap=3)
-    picks, _ = compose_batch([], ranked, ranked, rules, _key, set(), random.Random(0), _group,
-                             lambda r: spread_variants(r, _group, lambda x: (est[x][1],), lambda x: est[x][2], 0.01))
+    spread = lambda r: spread_variants(r, _group, lambda x: (est[x][1],), lambda x: est[x][2], 0.01)  # noqa: E731
+    rules = BatchRules(size=4, droplet_share=0.0, eps_greedy=0.0,
+                       order=lambda r: capped_per_group(spread(r), 3, _group, 4))
+    picks, _ = compose_batch([], ranked, ranked, rules, _key, set(), random.Random(0))
     assert picks == ["a1", "a4", "b1", "a6"]  # geometry a's three capped picks are its three tied variants
-    picks, _ = compose_batch([], ranked, ranked, rules, _key, set(), random.Random(0), _group)
+    rules.order = lambda r: capped_per_group(r, 3, _group, 4)
+    picks, _ = compose_batch([], ranked, ranked, rules, _key, set(), random.Random(0))
     assert picks == ["a1", "a2", "b1", "a3"]
 
 
@@ -69,7 +72,7 @@ def test_tied_members_take_turns_over_fetch_widths_and_arrangements_together():
     """With two factors (fetch widths, fragment arrangement) each next tied member is the best-ranked
     whose two values were placed least so far: the four fetch variants and three arrangements each
     come up before any comes up again, where one factor alone would leave the arrangements to rank."""
-    from ms_pruner.search.geometry import spread_variants
+    from ms_pruner.search.first_round.geometry import spread_variants
 
     fetches, arrangements = ["16/16", "16/8", "8/16", "8/8"], ["1x4", "2x2", "4x1"]
     # the draft ranks by fetch width, arrangement 1x4 first in each: the order ties come in
@@ -88,7 +91,7 @@ def test_best_members_of_the_best_geometries_are_of_distinct_families():
     """The members whose wide fetch variants a cold draft gains (climb.best_of_best_geometries): the
     best of each of the best geometries, and with ``per_geometry`` more of each, skipping members of a
     family already taken (schedules that differ only in their operand fetches)."""
-    from ms_pruner.search.climb import best_of_best_geometries
+    from ms_pruner.search.first_round.climb import best_of_best_geometries
 
     # name: geometry letter, family (decisions but the operand fetches), estimate (us)
     est = {"a1": ("a", "x", 100.0), "a2": ("a", "x", 100.1), "a3": ("a", "y", 100.2), "a4": ("a", "z", 100.3),
@@ -123,7 +126,7 @@ def test_ties_ptxas_allots_clearly_fewer_registers_go_first_alternating_with_the
     keep their positions."""
     from types import SimpleNamespace
 
-    from ms_pruner.search.ptxas_ties import REGISTER_MARGIN, fewer_registers_first, order_ties_by_registers
+    from ms_pruner.search.first_round.ptxas_ties import REGISTER_MARGIN, fewer_registers_first, order_ties_by_registers
 
     registers = [246, 244, 230, 246, 216, 244, 228, None]
     spills = [False, False, False, False, False, False, True, False]

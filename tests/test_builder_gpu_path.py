@@ -47,7 +47,7 @@ out["formats"] = [device_module_formats(p) for p in paths]
 out["loaded"] = [[m.kind for m in tvm.runtime.load_module(p).imports] for p in paths]
 import tvm_ffi
 from ms_pruner.builder.resources import cuda_source_compile
-from ms_pruner.search.ptxas_ties import first_kernel_resources
+from ms_pruner.search.first_round.ptxas_ties import first_kernel_resources
 callback = tvm_ffi.get_global_func("tvm_callback_cuda_compile", allow_missing=True)
 compiled = []  # what the cold round's register check asks code generation to compile, if anything
 import ms_pruner.builder.resources as resources

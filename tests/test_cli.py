@@ -137,7 +137,9 @@ def test_the_python_api_refuses_a_bad_strategy_or_seed_before_making_the_work_di
     mod = parse_workload(SPEC).prim_func()
     for kwargs, message in (({"strategy": "foo"}, "unknown strategy 'foo'"),
                             ({"seed": -1}, "--seed must be from 0 to 4294967295, got -1"),
-                            ({"strategy": "moa"}, "--strategy moa needs --pretrained MODEL")):
+                            ({"strategy": "moa"}, "--strategy moa needs --pretrained MODEL"),
+                            ({"strategy": "stock", "first_round": False},
+                             "--no-first-round switches off Pruner's first-round policy; --strategy stock has none")):
         with pytest.raises(UserError, match=message):
             tune_tir(mod, "llvm", str(tmp_path / "work"), 4, **kwargs)
     assert not (tmp_path / "work").exists()

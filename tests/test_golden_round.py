@@ -41,12 +41,12 @@ def seeded_rounds(rounds: int = 4) -> list:
     from ms_pruner.cost_model import PaCM
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.intrinsics import register_tensor_intrinsics
-    from ms_pruner.search import PrunerSearch
+    from ms_pruner.search import FirstRoundConfig, PrunerConfig, PrunerSearch
     from ms_pruner.workloads import parse_workload
 
     register_tensor_intrinsics()
-    strategy = PrunerSearch(cold_population=64, cold_genetic_iters=2, draft_size=64, population=128,
-                            cold_ptxas_ties=0, seed=0)
+    strategy = PrunerSearch(PrunerConfig(cold_population=64, cold_genetic_iters=2, draft_size=64, population=128),
+                            FirstRoundConfig(cold_ptxas_ties=0), seed=0)
     model = PaCM(seed=0)
     mod = tvm.IRModule({"main": parse_workload(WORKLOAD).prim_func()})
     context = ms.TuneContext(mod=mod, target=get_gpu_spec("h100").target(), space_generator="post-order-apply",

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from ms_pruner.cli import main
-from ms_pruner.search.defaults import COLD_GENETIC_ITERS, COLD_SAMPLES, COLD_SELECTION_POWER, DEFAULTS
+from ms_pruner.search import FirstRoundConfig, PrunerConfig
+from ms_pruner.search.config import TARGET_DEFAULTS
 from ms_pruner.workloads import parse_workload
 from conftest import H100_MM4096, needs_h100_data, needs_nvcc
 
@@ -54,7 +55,7 @@ def test_pruner_search_in_tune_tir(tmp_path):
     workload = parse_workload(SPEC)
     target = llvm_target()
     timings = []
-    strategy = PrunerSearch(population=64, cold_population=64, draft_size=32, droplet_after=1, seed=0,
+    strategy = PrunerSearch(PrunerConfig(population=64, cold_population=64, draft_size=32, droplet_after=1), seed=0,
                             timings=timings)
     with metaschedule_logging_guard():  # pytest's log handlers crash tune_tir's logging setup
         ms.tune_tir(
@@ -77,10 +78,10 @@ def test_pruner_search_in_tune_tir(tmp_path):
     assert all(t["draft"] > 0 and t["picked"] == 8 for t in timings)
     assert any(t["droplet"] > 0 for t in timings[1:])
     assert timings[0]["carried"] == 0 and all(t["carried"] > 0 for t in timings[1:])
-    cold, warm = COLD_GENETIC_ITERS["cpu"], DEFAULTS["genetic_iters"]
+    cold, warm = TARGET_DEFAULTS["cold_genetic_iters"]["cpu"], PrunerConfig().genetic_iters
     assert cold > warm and [t["generations"] for t in timings] == [cold] + [warm] * 3
     assert not any("draft_children" in t for t in timings)  # a CPU draft does not skip repeated children
-    assert [t["selection_power"] for t in timings] == [COLD_SELECTION_POWER["cpu"]] + [1.0] * 3
+    assert [t["selection_power"] for t in timings] == [TARGET_DEFAULTS["cold_selection_power"]["cpu"]] + [1.0] * 3
     assert not any("climb_s" in t for t in timings)  # the analyzer climb is for GPU cold rounds only
 
 
@@ -218,8 +219,9 @@ def test_unseen_mutator_skips_a_child_the_draft_has_met(tensor_intrinsics):
     assert _ffi_api.MutatorApply(mutator, sch.trace, children.index(new[1]) + 1) is not None
 
 
-def _cold_h100_round(**params):
-    """A PrunerSearch before its cold round on the 1024^3 fp16 matmul for the H100 (small draft)."""
+def _cold_h100_round(first_round: FirstRoundConfig = FirstRoundConfig(), **settings):
+    """A PrunerSearch before its cold round on the 1024^3 fp16 matmul for the H100 (small draft,
+    ``settings`` of PrunerConfig)."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
@@ -227,7 +229,8 @@ def _cold_h100_round(**params):
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import PrunerSearch
 
-    strategy = PrunerSearch(cold_population=64, cold_genetic_iters=2, draft_size=64, seed=0, **params)
+    config = PrunerConfig(**dict(dict(cold_population=64, cold_genetic_iters=2, draft_size=64), **settings))
+    strategy = PrunerSearch(config, first_round, seed=0)
     mod = tvm.IRModule({"main": parse_workload("matmul:1024x1024x1024:float16:float32").prim_func()})
     context = ms.TuneContext(mod=mod, target=get_gpu_spec("h100").target(), space_generator="post-order-apply",
                              search_strategy=strategy, task_name="main", rand_state=0, num_threads=2)
@@ -251,13 +254,13 @@ def test_gpu_cold_round_climbs_on_the_analyzer(tensor_intrinsics):
     # The draft's mutators skipped the children it had met, drawing others instead (mutator.py).
     assert timing["draft_children"] > 0 and timing["draft_children_skipped"] > 0
     # Its fresh samples come from the screened sampler, which replayed only some of its draws.
-    assert timing["population"] == COLD_SAMPLES["gpu"] <= timing["sample_valid"] < timing["sample_replayed"] \
+    assert timing["population"] == TARGET_DEFAULTS["cold_samples"]["gpu"] <= timing["sample_valid"] < timing["sample_replayed"] \
         < timing["sample_drawn"]
     # The draft's and the climb's (the screened sampler's random schedules share fewer copy blocks).
     assert 0 < timing["copies_computed"] - timing["sample_copies_computed"] \
         < (timing["copies_walked"] - timing["sample_copies_walked"]) / 2
     assert len({int(tvm_ffi.structural_hash(c.sch.mod)) for c in picks}) == len(picks) == 8  # half of 16
-    searched = strategy._inst
+    searched = strategy
     best_pick = min(searched.analyzer.estimate(c.sch.mod).latency_s for c in picks)
     best_carried = min((searched.analyzer.estimate(s.mod).latency_s for s in searched.carry), default=float("inf"))
     assert best_pick <= best_carried
@@ -273,18 +276,18 @@ def test_gpu_cold_round_compiles_its_favourite_ties_and_picks_by_registers(tenso
     import statistics
 
     from ms_pruner.analysis import kernel_geometry
-    from ms_pruner.search.ptxas_ties import REGISTER_MARGIN
+    from ms_pruner.search.first_round.ptxas_ties import REGISTER_MARGIN
 
     strategy, context = _cold_h100_round()
     picks = context.search_strategy.generate_measure_candidates()
     timing = strategy.timings[-1]
-    searched = strategy._inst
-    assert 0 < timing["ptxas_reported"] <= timing["ptxas_compiled"] == len(searched.tie_order.reports) <= 64
+    searched = strategy
+    assert 0 < timing["ptxas_reported"] <= timing["ptxas_compiled"] == len(searched.first_round.tie_order.reports) <= 64
     assert timing["ptxas_s"] > 0 and 0 <= timing["ptxas_promoted"] <= timing["ptxas_reported"]
-    reports = [r for r in searched.tie_order.reports.values() if r is not None]
+    reports = [r for r in searched.first_round.tie_order.reports.values() if r is not None]
     median = statistics.median(r.registers for r in reports)
     favourite = kernel_geometry(searched.analyzer.estimate(picks[0].sch.mod).features)
-    registers = [searched.tie_order.reports.get(searched.facts.key(c.sch)) for c in picks
+    registers = [searched.first_round.tie_order.reports.get(searched.facts.key(c.sch)) for c in picks
                  if kernel_geometry(searched.analyzer.estimate(c.sch.mod).features) == favourite]
     low = [i for i, r in enumerate(registers) if r is not None and r.registers <= median - REGISTER_MARGIN]
     assert (low[0] == 0) if timing["ptxas_promoted"] else not low
@@ -302,24 +305,24 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
     sampler's seed-0 draft of 128 does not, its seeds 1 and 2 do; test_screen.py covers it)."""
     import tvm_ffi
 
-    strategy, context = _cold_h100_round(cold_climb_starts=0, cold_batch_share=1, screen_samples=0, cold_samples=50,
-                                         skip_seen_children=0)  # unwrapped, the mutators' kinds are seen here
+    strategy, context = _cold_h100_round(FirstRoundConfig(cold_climb_starts=0, cold_batch_share=1), screen_samples=0,
+                                         cold_samples=50, skip_seen_children=0)  # unwrapped, the mutators' kinds are seen here
     probs = {type(m).__name__: float(p)
-             for m, p in strategy._inst.draft.context.space_generator.mutator_probs.items()}
+             for m, p in strategy.draft.context.space_generator.mutator_probs.items()}
     assert abs(probs.pop("_PyMutator") - 0.2) < 1e-6 and abs(sum(probs.values()) - 0.8) < 1e-6
     picks = context.search_strategy.generate_measure_candidates()
     assert len(picks) == 16
     assert len({int(tvm_ffi.structural_hash(c.sch.mod)) for c in picks}) == 16
     # The cold batch's cap: 8 best-ranked picks per kernel geometry, plus the 2 eps-greedy ones.
-    searched = strategy._inst
-    assert searched._cold_geometry_cap(16) == 8
+    searched = strategy
+    assert searched.first_round.geometry_cap(16) == 8
     per_geometry = collections.Counter(searched.facts.geometry(c.sch) for c in picks)
     draft_geometries = set(per_geometry) | {searched.facts.geometry(s) for s in searched.carry}
     assert len(draft_geometries) >= 4, "the draft should offer the batch several geometries"
     assert max(per_geometry.values()) <= 8 + 2 and len(per_geometry) >= 2, per_geometry
     # Picks left with a narrow operand fetch are those whose widest-fetch variant was no use.
     from ms_pruner.analysis import has_narrow_fetch
-    from ms_pruner.search.fetch_width import widest_fetch_variant
+    from ms_pruner.search.first_round.fetch_width import widest_fetch_variant
 
     timing = strategy.timings[-1]
     assert "widen_s" in timing and 0 <= timing["widened"] <= len(picks)
@@ -340,7 +343,7 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
     best = collections.defaultdict(lambda: float("inf"))
     for sch in pool:
         best[searched.facts.geometry(sch)] = min(best[searched.facts.geometry(sch)], estimates[id(sch)].latency_s)
-    band = searched.params["cold_variant_band"]
+    band = searched.first_round.config.cold_variant_band
     spread = 0
     for geometry, count in per_geometry.items():
         members = [s for s in pool if searched.facts.geometry(s) == geometry]
@@ -352,6 +355,22 @@ def test_gpu_draft_evolves_with_the_categorical_mutator(tensor_intrinsics):
         assert len(picked & tied) >= min(len(tied), count - 2, 4), (geometry, tied, picked)  # 2: eps-greedy picks
         spread += len(picked & tied) > 1
     assert spread > 0, "some geometry's picks should cover tied variants"
+
+
+@pytest.mark.slow
+def test_without_the_first_round_policy_a_gpu_cold_round_is_plain_pruner(tensor_intrinsics):
+    """``first_round=None`` (``--no-first-round``): the cold round measures its whole batch, ranked
+    by the analyzer and the cost model alone: no climb, no geometry cap or family floor, no widening,
+    nothing left to a follow-up; the draft keeps Pruner's cold settings (sharper parents, screen)."""
+    import tvm_ffi
+
+    strategy, context = _cold_h100_round(first_round=None)
+    picks = context.search_strategy.generate_measure_candidates()
+    timing = strategy.timings[-1]
+    assert len({int(tvm_ffi.structural_hash(c.sch.mod)) for c in picks}) == len(picks) == 16
+    assert strategy.follow_up is None and strategy.first_round is None
+    assert not {"climb_s", "widen_s", "families", "follow_up_due", "ptxas_compiled"} & set(timing)
+    assert timing["selection_power"] == TARGET_DEFAULTS["cold_selection_power"]["gpu"] and timing["sample_drawn"] > 0
 
 
 @pytest.mark.slow
@@ -369,7 +388,7 @@ def test_gpu_follow_up_measures_the_rest_of_the_cold_batch_around_its_best_in_sl
     from ms_pruner.search import decision_values, steps_apart
 
     strategy, context = _cold_h100_round()
-    searched = strategy._inst
+    searched = strategy
     measured, latencies = [], []
 
     def measure(candidates):
@@ -415,15 +434,15 @@ def test_gpu_cold_half_that_measured_nothing_leaves_its_rest_to_one_cold_round(t
     import tvm_ffi
     from tvm.s_tir.meta_schedule.runner import RunnerResult
 
-    strategy, context = _cold_h100_round(cold_climb_starts=0)
+    strategy, context = _cold_h100_round(FirstRoundConfig(cold_climb_starts=0))
     cold = list(context.search_strategy.generate_measure_candidates())
-    assert len(cold) == 8 and strategy._inst.follow_up is not None
+    assert len(cold) == 8 and strategy.follow_up is not None
     context.search_strategy.notify_runner_results(
         cold, [RunnerResult(run_secs=None, error_msg="launch failed") for _ in cold])
     again = list(context.search_strategy.generate_measure_candidates())
     timing = strategy.timings[-1]
     assert len(again) == 8 and not timing.get("follow_up") and timing["population"] > 0
-    assert strategy._inst.follow_up is None
+    assert strategy.follow_up is None
     assert not {int(tvm_ffi.structural_hash(c.sch.mod)) for c in cold} & {
         int(tvm_ffi.structural_hash(c.sch.mod)) for c in again}
 
@@ -449,8 +468,8 @@ def test_split_cold_batch_then_a_resumed_call_on_llvm(tmp_path):
             ms.tune_tir(mod=workload.prim_func(), target=llvm_target(), work_dir=str(tmp_path),
                         max_trials_global=trials, num_trials_per_iter=8, builder=make_builder("pruner", max_workers=2),
                         runner=make_runner(), cost_model=PaCM(seed=0, time_budget_s=2.0),
-                        strategy=PrunerSearch(population=64, cold_population=64, draft_size=32, cold_batch_share=0.5,
-                                              seed=0, timings=timings))
+                        strategy=PrunerSearch(PrunerConfig(population=64, cold_population=64, draft_size=32),
+                                              FirstRoundConfig(cold_batch_share=0.5), seed=0, timings=timings))
         return timings
 
     first = tune(16)
@@ -481,8 +500,8 @@ def test_a_call_resumed_after_the_cold_half_measures_the_rest_of_its_batch_first
 
     def tune(trials, time_limit=None):
         timings = []
-        search = PrunerSearch(population=64, cold_population=64, draft_size=32, cold_batch_share=0.5, seed=0,
-                              timings=timings)
+        search = PrunerSearch(PrunerConfig(population=64, cold_population=64, draft_size=32),
+                              FirstRoundConfig(cold_batch_share=0.5), seed=0, timings=timings)
         set_time_limit(time_limit)
         try:
             tune_tir(workload.prim_func(), llvm_target(), str(tmp_path), trials, num_trials_per_iter=8, seed=0,
@@ -511,7 +530,7 @@ def test_widest_fetch_variant_widens_only_the_cooperative_fetches(tensor_intrins
     from ms_pruner.analysis import StaticAnalyzer, has_narrow_fetch, kernel_geometry, operand_fetch_bytes
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import DesignSpace, tile_decisions
-    from ms_pruner.search.fetch_width import cooperative_fetch_decisions, widest_fetch_variant
+    from ms_pruner.search.first_round.fetch_width import cooperative_fetch_decisions, widest_fetch_variant
 
     target = get_gpu_spec("h100").target()
     space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
@@ -552,7 +571,7 @@ def test_wide_fetch_variants_cover_the_two_widest_draws_of_each_operand_fetch(te
     from ms_pruner.analysis import StaticAnalyzer, kernel_geometry, operand_fetch_bytes
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import DesignSpace, tile_decisions
-    from ms_pruner.search.fetch_width import (cooperative_fetch_decisions, decisions_but_operand_fetches,
+    from ms_pruner.search.first_round.fetch_width import (cooperative_fetch_decisions, decisions_but_operand_fetches,
                                               operand_fetch_decisions, wide_fetch_variant_traces)
 
     target = get_gpu_spec("h100").target()
@@ -605,7 +624,7 @@ def test_widening_replaces_narrow_picks_by_new_variants_estimated_no_slower(tens
     from ms_pruner.analysis import StaticAnalyzer, has_narrow_fetch
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import DesignSpace
-    from ms_pruner.search.fetch_width import widen_narrow_picks, widest_fetch_variant
+    from ms_pruner.search.first_round.fetch_width import widen_narrow_picks, widest_fetch_variant
 
     target = get_gpu_spec("h100").target()
     space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
@@ -648,7 +667,7 @@ def test_analyzer_climb_moves_tiles_only_and_improves_the_estimate(tensor_intrin
     from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import DesignSpace, tile_decisions
-    from ms_pruner.search.climb import climb, tile_moves
+    from ms_pruner.search.first_round.climb import climb, tile_moves
 
     target = get_gpu_spec("h100").target()
     space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
@@ -682,7 +701,7 @@ def test_reshape_moves_keep_grid_warps_and_fragments_and_change_the_aspect(tenso
     shared between them, and keeps the innermost factor within its bound."""
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import DesignSpace
-    from ms_pruner.search.climb import RESHAPE_GROUPS, reshape_moves
+    from ms_pruner.search.first_round.climb import RESHAPE_GROUPS, reshape_moves
 
     target = get_gpu_spec("h100").target()
     space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
@@ -721,7 +740,7 @@ def test_climb_reshapes_the_stock_runs_best_block_into_the_one_the_analyzer_rank
     from ms_pruner.analysis import StaticAnalyzer, geometry_name, kernel_geometry
     from ms_pruner.database import replay_record
     from ms_pruner.search import DesignSpace
-    from ms_pruner.search.climb import climb
+    from ms_pruner.search.first_round.climb import climb
     from ms_pruner.database.records import mean_latency, records_in_file_order
 
     best = min(records_in_file_order(H100_MM4096), key=mean_latency)
@@ -754,8 +773,8 @@ def test_cold_climb_adds_the_wide_variants_of_several_members_of_a_geometry(tens
     from ms_pruner.analysis import StaticAnalyzer, kernel_geometry
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import DesignSpace, decision_kinds, neighbour_decisions
-    from ms_pruner.search.climb import cold_climb
-    from ms_pruner.search.fetch_width import decisions_but_operand_fetches
+    from ms_pruner.search.first_round.climb import cold_climb
+    from ms_pruner.search.first_round.fetch_width import decisions_but_operand_fetches
 
     target = get_gpu_spec("h100").target()
     space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
@@ -809,7 +828,7 @@ def test_cold_round_caps_the_picks_of_one_geometry(tensor_intrinsics):
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import DesignSpace
     from ms_pruner.analysis import kernel_geometry
-    from ms_pruner.search.geometry import capped_per_group
+    from ms_pruner.search.first_round.geometry import capped_per_group
     from ms_pruner.search.mutator import MutateCategorical
 
     target = get_gpu_spec("h100").target()
@@ -918,7 +937,8 @@ def test_pruner_search_carries_its_own_moa_model(tmp_path):
             ms.tune_tir(mod=parse_workload("matmul:32x32x32:float32:float32").prim_func(), target=llvm_target(),
                         work_dir=str(tmp_path / "wd"), max_trials_global=trials, num_trials_per_iter=4,
                         builder=make_builder("pruner", max_workers=2), runner=make_runner(), cost_model="random",
-                        strategy=PrunerSearch(population=32, draft_size=16, pretrained=path, timings=timings))
+                        strategy=PrunerSearch(PrunerConfig(population=32, draft_size=16), pretrained=path,
+                                              timings=timings))
         return timings
 
     timings = tune(8)
@@ -932,7 +952,7 @@ def test_follow_up_slices_and_what_a_resumed_call_still_owes():
     """The rest of a split batch in even slices, larger first; a call resumed inside the first batch
     owes the slices not yet measured (the first shortened by trials past a slice's end), and nothing
     once the batch is complete or was never split; the geometry counts grow with each slice's picks."""
-    from ms_pruner.search.follow_up import FollowUp, resumed_follow_up, slice_sizes
+    from ms_pruner.search.first_round.follow_up import FollowUp, resumed_follow_up, slice_sizes
 
     assert slice_sizes(32, 2) == [16, 16] and slice_sizes(5, 2) == [3, 2] and slice_sizes(1, 3) == [1]
     assert slice_sizes(32, 1) == [32] and slice_sizes(7, 0) == [7]

@@ -164,7 +164,7 @@ def test_droplet_moves_a_partitioned_tile_within_its_constraint(tensor_intrinsic
 
 
 def test_family_floor_trades_the_lowest_picks_for_the_missing_family():
-    from ms_pruner.search.batch import with_family_floor
+    from ms_pruner.search.first_round.families import with_family_floor
 
     picks = ["w1", "w2", "w3", "w4", "w5", "w6"]
     rest = ["w7", "m1", "w8", "m2", "m3"]
@@ -180,8 +180,8 @@ def test_family_floor_trades_the_lowest_picks_for_the_missing_family():
 def test_family_floor_takes_the_short_family_in_the_order_given():
     """The pruner passes an order that takes each kernel geometry's best first, so a floor of two
     is not two variants of one tiling."""
-    from ms_pruner.search.batch import with_family_floor
-    from ms_pruner.search.geometry import capped_per_group
+    from ms_pruner.search.first_round.families import with_family_floor
+    from ms_pruner.search.first_round.geometry import capped_per_group
 
     family = lambda name: name[0]  # noqa: E731
     geometry = lambda name: name[1]  # noqa: E731
@@ -241,13 +241,14 @@ def test_a_pruner_round_on_both_families_proposes_each_and_every_proposal_builds
 
     from ms_pruner.cost_model import PaCM
     from ms_pruner.hardware import get_gpu_spec
-    from ms_pruner.search import PrunerSearch
-    from ms_pruner.space import sketch_family, tuning_space
     from ms_pruner.evaluation.space_report import build_report
+    from ms_pruner.search import FirstRoundConfig, PrunerConfig, PrunerSearch
+    from ms_pruner.space import sketch_family, tuning_space
 
     mod = tvm.IRModule({"main": parse_workload(GEMM).prim_func()})
     _, target, generator = tuning_space("all", mod, get_gpu_spec("h100").target())
-    strategy = PrunerSearch(cold_population=64, cold_genetic_iters=1, draft_size=64, cold_ptxas_ties=0, seed=0)
+    strategy = PrunerSearch(PrunerConfig(cold_population=64, cold_genetic_iters=1, draft_size=64),
+                            FirstRoundConfig(cold_ptxas_ties=0), seed=0)
     context = ms.TuneContext(mod=mod, target=target, space_generator=generator, search_strategy=strategy,
                              task_name="main", rand_state=0, num_threads=2)
     context.pre_tuning(max_trials=32, num_trials_per_iter=16, design_spaces=context.generate_design_space(),

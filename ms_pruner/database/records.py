@@ -96,6 +96,13 @@ def replay_record(record):
     return sch
 
 
+def replayed_top_records(database, mod, replay_many):
+    """(records, schedules) of ``mod``'s valid records in ``database``, best first, each replayed by
+    ``replay_many(traces, seeds)`` (a schedule is None where its trace no longer replays)."""
+    records = list(database.get_top_k(database.commit_workload(mod), 1 << 30))
+    return records, replay_many([r.trace for r in records], [1] * len(records))
+
+
 def mean_latency(record) -> float:
     """Mean of ``run_secs`` in seconds; failed builds/runs come back as >= 1e9."""
     secs = [float(x) for x in record.run_secs] if record.run_secs is not None else []

@@ -134,7 +134,7 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: boo
     also compiles each CUDA record with nvcc (about a second each) and holds the analyzer's
     registers, spill call and residency against ptxas's report (``registers``)."""
     from ..hardware import get_gpu_spec
-    from ..search.arrangement import arrangement_name, fragment_arrangement
+    from ..search.first_round.arrangement import arrangement_name, fragment_arrangement
 
     records = records_in_file_order(path)
     if ptxas:

@@ -1,9 +1,10 @@
-"""Search: the design space in Python, the analyzer as fitness, and PrunerSearch."""
+"""Search: the design space in Python, the analyzer as fitness, and PrunerSearch with its configs."""
 
+from .config import FirstRoundConfig, PrunerConfig
 from .droplet import decision_kinds, decision_values, neighbour_decisions, neighbours, steps_apart, tile_decisions
-from .pruner import DEFAULTS, PrunerSearch
+from .pruner import PrunerSearch
 from .psa_model import PSACostModel
 from .space import DesignSpace
 
-__all__ = ["DEFAULTS", "DesignSpace", "PSACostModel", "PrunerSearch", "decision_kinds", "decision_values",
-           "neighbour_decisions", "neighbours", "steps_apart", "tile_decisions"]
+__all__ = ["DesignSpace", "FirstRoundConfig", "PSACostModel", "PrunerConfig", "PrunerSearch", "decision_kinds",
+           "decision_values", "neighbour_decisions", "neighbours", "steps_apart", "tile_decisions"]

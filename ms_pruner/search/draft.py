@@ -10,31 +10,30 @@ population (screen.fresh_samples) and learn each measured batch as stock MetaSch
 
 from __future__ import annotations
 
-import time
 from typing import Callable, List
 
-from .defaults import MIN_FRESH_SAMPLES
+from .config import MIN_FRESH_SAMPLES
+from .screen import fresh_samples
 
 
 class AnalyzerDraft:
     """The two analyzer-driven evolutions of one tuning context, and the round log fields of a draft."""
 
-    def __init__(self, context, analyzer, settings, params: dict):
+    def __init__(self, context, analyzer, config, seed: int):
         from .mutator import SeenDecisions, draft_mutators
         from .psa_model import PSACostModel
 
-        self.params = params
-        self.settings = settings
-        share = settings.categorical_mutate_prob
-        self.seen = SeenDecisions() if settings.skip_seen_children else None  # what the mutators skip
+        self.config = config  # a resolved PrunerConfig
+        share = config.categorical_mutate_prob
+        self.seen = SeenDecisions() if config.skip_seen_children else None  # what the mutators skip
         if share > 0 or self.seen is not None:
-            self.context = draft_mutators(context, share, params["seed"], self.seen)
+            self.context = draft_mutators(context, share, seed, self.seen)
         else:
             self.context = context
         self.fitness = PSACostModel(analyzer)
-        self.fitness_cold = PSACostModel(analyzer, power=settings.cold_selection_power, scores=self.fitness.scores)
-        self.warm = self._evolution(params["population"], params["genetic_iters"])
-        self.cold = self._evolution(params["cold_population"], settings.cold_genetic_iters)
+        self.fitness_cold = PSACostModel(analyzer, power=config.cold_selection_power, scores=self.fitness.scores)
+        self.warm = self._evolution(config.population, config.genetic_iters)
+        self.cold = self._evolution(config.cold_population, config.cold_genetic_iters)
 
     def _evolution(self, population: int, generations: int):
         """MetaSchedule's evolution, used only for sampling and for evolving with the analyzer."""
@@ -45,7 +44,7 @@ class AnalyzerDraft:
             init_measured_ratio=0.0,
             init_min_unmeasured=min(MIN_FRESH_SAMPLES, population),
             genetic_num_iters=generations,
-            genetic_mutate_prob=self.params["mutate_prob"],
+            genetic_mutate_prob=self.config.mutate_prob,
             eps_greedy=0.0,
         )
         evolution._initialize_with_tune_context(self.context)  # pylint: disable=protected-access
@@ -68,25 +67,39 @@ class AnalyzerDraft:
         if self.seen is not None:
             self.seen.note_measured(trace)
 
-    def evolve(self, population: List, cold: bool, keep: Callable, timing: dict) -> List:
+    def population(self, best_measured: List, carry: List, sampler, rng):
+        """(the schedules entering the draft, how many were carried over): ``best_measured``
+        (replayed), then the unmeasured ``carry`` of last round, then fresh samples for the rest:
+        at least MIN_FRESH_SAMPLES with a carry, and with none the cold round's ``cold_samples``."""
+        config = self.config
+        population = list(best_measured)
+        carried = carry[:max(0, config.population - len(population))]
+        population.extend(carried)
+        missing = config.population - len(population)
+        if carried:
+            missing = min(missing, config.fresh_samples)
+        wanted = min(missing, MIN_FRESH_SAMPLES if carried else config.cold_samples)
+        population.extend(fresh_samples(sampler, self.warm, wanted, missing, rng))
+        return population, len(carried)
+
+    def evolve(self, population: List, cold: bool, keep: Callable, stats) -> List:
         """Up to ``draft_size`` schedules evolved from ``population`` that ``keep`` accepts, best
-        estimated first; the draft's seconds, analyzer seconds and counts go into ``timing``."""
+        estimated first; the draft's seconds, analyzer seconds and counts go into ``stats``."""
         from tvm.s_tir import meta_schedule as ms
 
-        start = time.perf_counter()
         fitness = self.fitness_cold if cold else self.fitness
         seconds, calls, estimated = fitness.seconds, fitness.calls, fitness.estimated
-        timing["generations"] = self.settings.cold_genetic_iters if cold else self.params["genetic_iters"]
-        timing["selection_power"] = fitness.power
+        with stats.stage("draft"):
+            stats["generations"] = self.config.cold_genetic_iters if cold else self.config.genetic_iters
+            stats["selection_power"] = fitness.power
+            if self.seen is not None:
+                self.seen.start_draft()
+            draft = list(ms._ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel(  # pylint: disable=protected-access
+                self.cold if cold else self.warm, population, self.config.draft_size))
+            draft = [s for s in draft if keep(s)]
+        stats["draft_analyzer_s"] = fitness.seconds - seconds
+        stats["draft_scored"] = fitness.calls - calls
+        stats["draft_estimated"] = fitness.estimated - estimated
         if self.seen is not None:
-            self.seen.start_draft()
-        draft = list(ms._ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel(  # pylint: disable=protected-access
-            self.cold if cold else self.warm, population, self.params["draft_size"]))
-        draft = [s for s in draft if keep(s)]
-        timing["draft_s"] = time.perf_counter() - start
-        timing["draft_analyzer_s"] = fitness.seconds - seconds
-        timing["draft_scored"] = fitness.calls - calls
-        timing["draft_estimated"] = fitness.estimated - estimated
-        if self.seen is not None:
-            timing["draft_children"], timing["draft_children_skipped"] = self.seen.new, self.seen.repeated
+            stats["draft_children"], stats["draft_children_skipped"] = self.seen.new, self.seen.repeated
         return draft

@@ -93,6 +93,18 @@ def neighbours(space, trace, limit: int, seed: int) -> List:
     return out
 
 
+def unmeasured_neighbours(space, best_trace, limit: int, rng: random.Random, unmeasured, stats) -> List:
+    """``neighbours`` of ``best_trace`` (None: none) that ``unmeasured`` accepts, seeded from ``rng``;
+    their seconds, replays and count go into ``stats`` (a RoundStats)."""
+    replays, found = space.replays, []
+    with stats.stage("droplet"):
+        if best_trace is not None:
+            found = [s for s in neighbours(space, best_trace, limit, rng.randrange(1 << 30)) if unmeasured(s)]
+    stats["droplet_replayed"], stats["droplet_valid"] = space.replays_since(replays)
+    stats["droplet"] = len(found)
+    return found
+
+
 def decision_values(trace) -> Tuple[str, ...]:
     """Every sampled decision of ``trace`` (postprocessors removed) in trace order, as text: two
     schedules of one sketch are Droplet neighbours when exactly one of these differs."""

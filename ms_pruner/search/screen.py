@@ -244,7 +244,7 @@ def fresh_samples(sampler: Optional[ScreenedSampler], inner, wanted: int, attemp
     pass; it stops a pass once MIN_FRESH_SAMPLES are valid, so at least 4 passes, more for more)."""
     from tvm.s_tir import meta_schedule as ms
 
-    from .defaults import MIN_FRESH_SAMPLES
+    from .config import MIN_FRESH_SAMPLES
 
     fresh = sampler.sample(wanted, rng) if sampler is not None and wanted > 0 else []
     for _ in range(max(4, wanted // MIN_FRESH_SAMPLES + 1)):

@@ -15,12 +15,12 @@ import time
 from typing import Dict, List, Optional
 
 from ..errors import UserError, require_positive
-from .driver import check_search, tune_tir
+from ..search.stats import STAGES
+from .driver import PRUNER_STRATEGIES, check_search, tune_tir
 from .instrument import continues_batch
 from .reference import reference_latency
 
 
-STRATEGY_PARTS = ("sample_s", "draft_s", "climb_s", "verify_s", "droplet_s", "widen_s")  # PrunerSearch's timings
 
 
 def _curve(rounds: List[dict]) -> List[dict]:
@@ -76,20 +76,24 @@ def summarize(runs: Dict[str, dict]) -> dict:
     return summary
 
 
-def comparison_settings(choice, trials: int, per_iter: int, seed: int, builder: str, space: str = "auto") -> dict:
+def comparison_settings(choice, trials: int, per_iter: int, seed: int, builder: str, space: str = "auto",
+                        first_round: bool = True) -> dict:
     """What two comparisons must share for their runs to sit in one table (a trial count or round
     size below one is refused here, before any comparison is read or written)."""
     require_positive("--trials", trials)
     require_positive("--per-iter", per_iter)
     return {"target": str(choice.target), "trials": trials, "per_iter": per_iter, "seed": seed, "builder": builder,
-            "space": space}
+            "space": space, "first_round": first_round}
 
 
 def _setting_before(report: dict, key: str):
     """A setting of a comparison written before the setting existed: the builder was ours, and a
-    CUDA comparison searched the WMMA family alone (the space choice came later)."""
+    CUDA comparison searched the WMMA family alone (the space choice came later), and Pruner ran
+    with its first-round policy (the switch came later)."""
     if key == "builder":
         return "pruner"
+    if key == "first_round":
+        return True
     if key == "space":
         return "wmma" if '"cuda"' in str(report.get("target", "")) else "auto"
     return None
@@ -140,13 +144,15 @@ def finished_work_dirs(out_dir: str, strategy: str) -> List[str]:
 
 def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, seed: int = 0,
                    strategies=("stock", "pruner"), pretrained: Optional[str] = None, builder: str = "pruner",
-                   progress: bool = True, previous: Optional[dict] = None, on_run=None, space: str = "auto") -> dict:
+                   progress: bool = True, previous: Optional[dict] = None, on_run=None, space: str = "auto",
+                   first_round: bool = True) -> dict:
     """Tune every workload with every strategy, skipping runs already in ``previous``.
 
     ``on_run(report)`` is called before each run starts (the report names its work dir under
     ``pending``) and after it finishes, so a call cut off by a time limit keeps every finished run,
     and the next call resumes the cut one in its work dir (tune_tir) instead of starting it again.
-    Every strategy searches the same ``space`` (ms_pruner.space).
+    Every strategy searches the same ``space`` (ms_pruner.space); ``first_round`` is Pruner's switch
+    (tune_tir), for ablations.
     """
     if "moa" in strategies and not pretrained:
         raise UserError("comparing moa needs --pretrained MODEL")
@@ -154,7 +160,7 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
         check_search(strategy, pretrained, seed)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     previous = previous or {}
-    report = dict(comparison_settings(choice, trials, per_iter, seed, builder, space),
+    report = dict(comparison_settings(choice, trials, per_iter, seed, builder, space, first_round),
                   workloads=dict(previous.get("workloads", {})), commands=list(previous.get("commands", [])))
     for workload in workloads:
         entry = report["workloads"].setdefault(workload.spec, {"flops": workload.flops, "runs": {}})
@@ -174,7 +180,8 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
                 result = tune_tir(workload.prim_func(), choice.target, work_dir, trials, strategy=strategy,
                                   builder=builder, seed=seed, num_trials_per_iter=per_iter,
                                   pretrained=pretrained if strategy == "moa" else None, progress=progress,
-                                  call=calls[strategy] - 1, space=space)
+                                  call=calls[strategy] - 1, space=space,
+                                  first_round=first_round or strategy not in PRUNER_STRATEGIES)
             except KeyboardInterrupt:  # a time limit or Ctrl-C: keep what the cut run has measured
                 entry.setdefault("partial", {})[strategy] = _partial_run(workload, work_dir)
                 if on_run is not None:
@@ -319,7 +326,7 @@ def markdown_table(report: dict) -> str:
         for name, run in entry["runs"].items():
             for point in run["curve"]:
                 split = point["strategy_split"]
-                parts = ", ".join(f"{k[:-2]} {split[k]:.1f}" for k in STRATEGY_PARTS if k in split)
+                parts = ", ".join(f"{k} {split[k + '_s']:.1f}" for k in STAGES if k + "_s" in split)
                 call = f" (call {point['call'] + 1})" if run.get("calls", 1) > 1 else ""
                 call += " (follow-up)" if continues_batch({"strategy": split}) else ""
                 lines.append(f"- `{spec}` {name} round {point['round']}{call}: search {point['search_s']:.1f}, "

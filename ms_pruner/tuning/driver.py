@@ -13,6 +13,7 @@ from ..database.records import best_record, mean_latency, open_database, records
 from .resume import resume_point, warmed_cost_model, workload_tag
 
 STRATEGIES = ("stock", "pruner", "moa", "replay")
+PRUNER_STRATEGIES = ("pruner", "moa")  # PrunerSearch's, with its first-round policy
 ROUND_LOG = os.path.join("logs", "ms_pruner_rounds.jsonl")
 
 
@@ -38,7 +39,7 @@ class TuneResult:
 
 
 def check_search(strategy: str, pretrained: Optional[str] = None, seed: Optional[int] = None,
-                 cost_model: Optional[str] = None) -> None:
+                 cost_model: Optional[str] = None, first_round: bool = True) -> None:
     """The choices ``search_components`` takes, checked before anything is created or tuned: an
     unknown name, a seed the generators refuse, or MoA without a model is one UserError line."""
     if strategy not in STRATEGIES:
@@ -48,22 +49,25 @@ def check_search(strategy: str, pretrained: Optional[str] = None, seed: Optional
     require_seed(seed)
     if strategy == "moa" and not pretrained:
         raise UserError("--strategy moa needs --pretrained MODEL (make one with 'ms-pruner train')")
-    if strategy in ("pruner", "moa") and cost_model == "xgb":
+    if strategy in PRUNER_STRATEGIES and cost_model == "xgb":
         raise UserError(f"--strategy {strategy} verifies with PaCM; drop --cost-model xgb")
+    if not first_round and strategy not in PRUNER_STRATEGIES:
+        raise UserError(f"--no-first-round switches off Pruner's first-round policy; --strategy {strategy} has none")
 
 
 def search_components(strategy: str, target, pretrained: Optional[str] = None, seed: Optional[int] = None,
-                      cost_model: Optional[str] = None):
+                      cost_model: Optional[str] = None, first_round: bool = True):
     """(search strategy, cost model) for MetaSchedule, by strategy name.
 
     ``stock`` is MetaSchedule's evolutionary search with its XGB model (or PaCM with
     ``cost_model="pacm"``; a ``pretrained`` file then starts it MoA-style). ``pruner`` and ``moa``
     are the draft-then-verify search with PaCM; ``moa`` needs a pretrained model. ``replay`` is
     MetaSchedule's ReplayTrace (random schedules), for collecting unbiased measurement sets.
+    ``first_round=False`` runs Pruner without its tensor-core first-round policy (an ablation).
     """
     from ..cost_model.pacm import MOA_MOMENTUM, PaCM, pretrained_momentum
 
-    check_search(strategy, pretrained, seed, cost_model)
+    check_search(strategy, pretrained, seed, cost_model, first_round)
     model_seed = seed or 0
     if strategy == "replay":  # uniform random candidates: for measuring datasets, not for tuning
         return "replay-trace", "random"
@@ -72,10 +76,10 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
             return "evolutionary", PaCM(pretrained=pretrained, momentum=pretrained_momentum(pretrained),
                                         seed=model_seed)
         return "evolutionary", "xgb"
-    from ..search import PrunerSearch
+    from ..search import FirstRoundConfig, PrunerSearch
 
     model = PaCM(pretrained=pretrained, momentum=MOA_MOMENTUM if strategy == "moa" else None, seed=model_seed)
-    return PrunerSearch(seed=model_seed), model
+    return PrunerSearch(first_round=FirstRoundConfig() if first_round else None, seed=model_seed), model
 
 
 def import_model_dependencies(model) -> None:
@@ -193,6 +197,7 @@ def tune_tir(
     cost_model: Optional[str] = None,
     call: Optional[int] = None,
     space: str = "auto",
+    first_round: bool = True,
 ) -> TuneResult:
     """Tune ``mod`` until the work dir holds ``max_trials`` records of it for ``target``.
 
@@ -206,7 +211,7 @@ def tune_tir(
     a round, so a caller that counts its calls (compare) passes its own count.
     ``space`` chooses the tensor-core rule families on a CUDA target (``ms_pruner.space``: auto,
     wmma, mma, all); a space with the mma family tunes with the GPU's opt-in shared memory a block,
-    so its records carry that target.
+    so its records carry that target. ``first_round=False``: Pruner without its first-round policy.
     """
     from tvm.s_tir import meta_schedule as ms
 
@@ -218,7 +223,7 @@ def tune_tir(
     require_positive("--trials", max_trials)
     require_positive("--per-iter", num_trials_per_iter)
     if search is None:
-        check_search(strategy, pretrained, seed, cost_model)
+        check_search(strategy, pretrained, seed, cost_model, first_round)
     else:
         require_seed(seed)
     workload = normalized_mod(mod)
@@ -235,7 +240,7 @@ def tune_tir(
     rounds: List[dict] = list(resume.rounds) if resume else []
     warmed_on = 0
     if remaining > 0:
-        strategy_obj, model = search or search_components(strategy, target, pretrained, seed, cost_model)
+        strategy_obj, model = search or search_components(strategy, target, pretrained, seed, cost_model, first_round)
         with instrumented_session(work_dir, remaining, strategy_obj, builder, runner, f"tuning ({strategy})",
                                   progress, resume, tag, call, cost_model=model) as (clock, measure):
             # No round starts that would end past a time limit (interrupt.py): a resumed run

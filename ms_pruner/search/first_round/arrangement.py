@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from typing import List, Tuple
 
-from .droplet import innermost_bound
+from ..droplet import innermost_bound
 
 WARP_LEVELS = (3, 4)
 

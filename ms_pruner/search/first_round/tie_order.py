@@ -29,7 +29,7 @@ class TieOrder:
         self.stats: Dict[str, float] = {}
 
     def __call__(self, ranked: List) -> List:
-        from ..analysis import operand_fetch_bytes
+        from ...analysis import operand_fetch_bytes
         from .arrangement import fragment_arrangement
         from .geometry import spread_variants
         from .ptxas_ties import order_ties_by_registers

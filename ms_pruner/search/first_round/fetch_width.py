@@ -106,7 +106,7 @@ def widen_narrow_picks(picks: List, space, estimate, key_of, measured: set, rng,
     ``estimate(sch)`` is the analyzer's estimate, ``key_of(sch)`` the structural hash that
     ``measured`` holds for what was measured before; picks whose hash is in ``kept`` stay as they are.
     """
-    from ..analysis import has_narrow_fetch
+    from ...analysis import has_narrow_fetch
 
     keys = {key_of(sch) for sch in picks}
     out, widened = [], 0

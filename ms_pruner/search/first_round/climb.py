@@ -25,7 +25,7 @@ import random
 from typing import Callable, Dict, Hashable, List, Optional, Tuple
 
 from .arrangement import arrangement_variant_traces, warp_tile_splits
-from .droplet import TILE_SAMPLES, innermost_bound, neighbour_decisions, tile_decisions
+from ..droplet import TILE_SAMPLES, innermost_bound, neighbour_decisions, tile_decisions
 from .fetch_width import decisions_but_operand_fetches, wide_fetch_variant_traces, with_wide_fetch_variants
 
 

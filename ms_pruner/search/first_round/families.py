@@ -1,0 +1,45 @@
+"""The rule-family floor of a cold batch: each tensor-core rule family of the space measured from the start.
+
+A cold batch of a space with two rule families (WMMA, mma: ms_pruner.space) is ranked by the
+analyzer alone, whose model of one family may be off by a constant the other's is not; measuring
+each family from the start lets the verify model and the Droplet rounds find which is faster.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Hashable, List, Optional
+
+
+def family_lookup(schedules: List) -> Callable:
+    """The rule family (space.sketch_family) of each of ``schedules``, read once a schedule."""
+    from ...space import sketch_family
+
+    families = {id(s): sketch_family(s.trace) for s in schedules}
+    return lambda sch: families[id(sch)]
+
+
+def with_family_floor(picks: List, ranked_rest: List, family: Callable, floor: int,
+                      order: Optional[Callable] = None):
+    """(picks, ranked_rest) with at least ``floor`` picks of every family that ``picks`` or
+    ``ranked_rest`` hold (as far as it has members): the lowest-ranked picks of the families above
+    their floor give way to the best-ranked unpicked members of those below it (in ``order`` of
+    them where given: e.g. one a geometry first), same batch size."""
+    counts: Dict[Hashable, int] = {}
+    for sch in picks:
+        counts[family(sch)] = counts.get(family(sch), 0) + 1
+    for sch in ranked_rest:
+        counts.setdefault(family(sch), 0)
+    picks, rest = list(picks), list(ranked_rest)
+    for short in [f for f, n in counts.items() if n < floor]:
+        members = [s for s in rest if family(s) == short]
+        for member in (order(members) if order is not None else members)[:floor - counts[short]]:
+            donors = [i for i, s in enumerate(picks) if counts[family(s)] > floor]
+            if not donors:
+                break
+            given = picks.pop(donors[-1])
+            counts[family(given)] -= 1
+            picks.append(member)
+            counts[short] += 1
+            rest.remove(member)
+            rest.insert(0, given)
+    return picks, rest
