@@ -91,9 +91,23 @@ def tune_context(mod, target, strategy, seed: int, threads: int):
 
 
 def parse_params(items) -> dict:
-    """``--set PARAM=VALUE`` items as PrunerSearch keyword arguments (ints where they read as ints)."""
+    """``--set NAME=VALUE`` items as PrunerSearch settings (``pruner_search``; ints where they read as ints)."""
     return {key: int(value) if value.lstrip("-").isdigit() else float(value)
             for key, value in (item.split("=", 1) for item in items)}
+
+
+def pruner_search(seed: int, settings: dict):
+    """A PrunerSearch with ``settings`` (``--set NAME=VALUE``): fields of PrunerConfig or of
+    FirstRoundConfig; ``first_round=0`` runs it without the first-round policy (the ablation)."""
+    import dataclasses
+
+    from ms_pruner.search import FirstRoundConfig, PrunerConfig, PrunerSearch
+
+    settings = dict(settings)
+    policy = settings.pop("first_round", 1)
+    names = {field.name for field in dataclasses.fields(FirstRoundConfig)}
+    first_round = FirstRoundConfig(**{k: v for k, v in settings.items() if k in names}) if policy else None
+    return PrunerSearch(PrunerConfig(**{k: v for k, v in settings.items() if k not in names}), first_round, seed=seed)
 
 
 def add_workload_arguments(parser) -> None:
@@ -118,23 +132,6 @@ def searched_source(args, target) -> dict:
     if isinstance(args.db, (list, tuple)):
         return {"db": [os.path.normpath(path) for path in args.db]}
     return {"db": os.path.normpath(args.db)}
-
-
-def screened_space(spec: str, target, threads: int):
-    """(TuneContext, DesignSpace, analyzer, ScreenedSampler) of a workload on a GPU target, as
-    PrunerSearch builds them for its fresh samples."""
-    from tvm.s_tir import meta_schedule as ms
-
-    from ms_pruner.analysis import StaticAnalyzer
-    from ms_pruner.search import DesignSpace
-    from ms_pruner.search.screen import ScreenedSampler
-    from ms_pruner.workloads import parse_workload
-
-    context = ms.TuneContext(mod=parse_workload(spec).prim_func(), target=target,
-                             space_generator="post-order-apply", num_threads=threads)
-    space = DesignSpace(context.mod, target, context=context)
-    analyzer = StaticAnalyzer.for_target(target)
-    return context, space, analyzer, ScreenedSampler.for_target(space, analyzer, target)
 
 
 # A global store: ``out_ptr[ADDR] = `` (scalar) or ``*(float4*)(out_ptr + ADDR) = `` (vectorized).

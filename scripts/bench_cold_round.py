@@ -31,7 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (H100_MM4096, add_workload_arguments, command_line, divides_in_output_address,  # noqa: E402
-                     machine, parse_params, pick_register_checks, searched_source, tune_context,
+                     machine, parse_params, pick_register_checks, pruner_search, searched_source, tune_context,
                      workload_and_target, write_json)
 
 
@@ -55,10 +55,10 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
     from ms_pruner.analysis import (geometry_name, has_narrow_fetch, kernel_geometry, operand_fetch_bytes,
                                     summarize_register_checks)
     from ms_pruner.cost_model import PaCM
-    from ms_pruner.search import PrunerSearch, tile_decisions
+    from ms_pruner.search import tile_decisions
 
-    strategy = PrunerSearch(cold_genetic_iters=generations, cold_population=population, cold_selection_power=power,
-                            seed=seed, **params)
+    strategy = pruner_search(seed, dict(params, cold_genetic_iters=generations, cold_population=population,
+                                        cold_selection_power=power))
     context = tune_context(mod, target, strategy, seed, threads)
     context.pre_tuning(max_trials=4 * per_iter, num_trials_per_iter=per_iter,
                        design_spaces=context.generate_design_space(), database=ms.database.MemoryDatabase(),
@@ -112,9 +112,9 @@ def shape_hit_odds(shapes: list, hits_by_shape: dict) -> dict:
 
 
 def warp_arrangement(trace):
-    """How a tensor-core tiling loops its warp's fragments (``search.arrangement``, as the search reads
+    """How a tensor-core tiling loops its warp's fragments (``search.first_round.arrangement``, as the search reads
     it), or None for a trace without five-level spatial splits."""
-    from ms_pruner.search.arrangement import arrangement_name, fragment_arrangement
+    from ms_pruner.search.first_round.arrangement import arrangement_name, fragment_arrangement
 
     return arrangement_name(fragment_arrangement(trace)) or None
 

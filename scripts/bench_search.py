@@ -38,7 +38,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (H100_MM4096, add_workload_arguments, command_line, machine, parse_params,  # noqa: E402
-                     pick_register_checks, searched_source, tune_context, workload_and_target, write_json)
+                     pick_register_checks, pruner_search, searched_source, tune_context, workload_and_target,
+                     write_json)
 
 
 NOT_MEASURED = "not measured (search-overhead benchmark)"
@@ -54,9 +55,7 @@ def search_rounds(strategy: str, mod, target, records, schedules, latency, warm:
 
     strategy_obj, model = search_components(strategy, target, seed=seed)
     if params and strategy == "pruner":
-        from ms_pruner.search import PrunerSearch
-
-        strategy_obj = PrunerSearch(seed=seed, **params)
+        strategy_obj = pruner_search(seed, params)
     if isinstance(strategy_obj, str):
         strategy_obj = ms.SearchStrategy.create(strategy_obj)
     if isinstance(model, str):

@@ -1,33 +1,31 @@
 #!/usr/bin/env bash
-# One step of the GPU work the issues ask for, sized for one device call (<= 10 min).
+# One step of a GPU benchmark session, sized for one call of at most 10 minutes.
 #
-# A lent GPU gives 15 min in all (its start included) and 10 min a call, so the work is cut into
-# steps that each fit, in priority order, and a lending goes on with what the last one committed
-# (`restore`). Results accumulate in $KEEP (kept while the machine stays warm) and every step packs
-# the small files of all steps so far into $OUT, so the latest call's files are the whole picture.
-# After staging (DEVELOPERS.md), call on the device, one step per call:
+# The work is cut into steps that each fit, in priority order; a later session goes on with what
+# an earlier one committed (`restore`). Results accumulate in $KEEP and every step packs the small
+# files of all steps so far into $OUT, so the latest call's files are the whole picture. Steps:
 #
 #   bash scripts/gpu_session.sh smoke             # 16 trials of a 1024^3 fp16 matmul: does it all work here?
-#   bash scripts/gpu_session.sh matmul-stock      # issue 5: stock MS, 256 trials, our builder
-#   bash scripts/gpu_session.sh matmul-pruner     # issue 5: Pruner, same budget -> compare.{json,md,png}
-#   bash scripts/gpu_session.sh conv-stock        # issue 5: the conv2d layer, stock
-#   bash scripts/gpu_session.sh conv-pruner       # issue 5: the conv2d layer, Pruner
-#   bash scripts/gpu_session.sh issue5            # issue 5: the four runs above in one process, conv2d first
-#   bash scripts/gpu_session.sh matmul            # issue 5: the matmul pair alone in one process, stock first
+#   bash scripts/gpu_session.sh matmul-stock      # stock MetaSchedule, 256 trials, our builder
+#   bash scripts/gpu_session.sh matmul-pruner     # Pruner, same budget -> compare.{json,md,png}
+#   bash scripts/gpu_session.sh conv-stock        # the conv2d layer, stock
+#   bash scripts/gpu_session.sh conv-pruner       # the conv2d layer, Pruner
+#   bash scripts/gpu_session.sh issue5            # the four runs above in one process, conv2d first
+#   bash scripts/gpu_session.sh matmul            # the matmul pair alone in one process, stock first
 #                                                 #   (after `restore`: the conv2d pair stays as restored; on a
 #                                                 #   GPU that `restore` refused, a comparison of its own)
-#   bash scripts/gpu_session.sh restore           # first: go on with the runs an earlier lending committed
+#   bash scripts/gpu_session.sh restore           # first: go on with the runs an earlier session committed
 #                                                 #   (RERUN="SPEC=STRATEGY ...": make those finished runs again)
 #   bash scripts/gpu_session.sh calibrate         # the restored stock runs' best records measured again here
-#   bash scripts/gpu_session.sh builder-stock     # issue 2: stock builder, 64 trials (ours = matmul-stock)
-#   bash scripts/gpu_session.sh conv-replay       # issue 3: 128 random conv2d candidates + analyze
-#   bash scripts/gpu_session.sh models-stock      # issue 6: bert-layer + resnet-block, stock
-#   bash scripts/gpu_session.sh models-pruner     # issue 6: the same with Pruner -> models.md
-#   bash scripts/gpu_session.sh mma-ceiling       # issue 44: the GPU's mma.sync ceiling (scripts/mma_ceiling.py)
-#   bash scripts/gpu_session.sh mma-pruner        # issue 44: Pruner on the `all` space (WMMA + mma), the matmul
-#   bash scripts/gpu_session.sh mma-stock         # issue 44: stock MetaSchedule on `all`, same settings
-#   bash scripts/gpu_session.sh mma-more          # issue 44: fp16->fp16 matmul and BERT's dense_bias, both, on `all`
-#   bash scripts/gpu_session.sh mma-check         # issue 44: every finished run's best kernel against the exact result and torch
+#   bash scripts/gpu_session.sh builder-stock     # stock builder, 64 trials (ours = matmul-stock)
+#   bash scripts/gpu_session.sh conv-replay       # 128 random conv2d candidates + analyze
+#   bash scripts/gpu_session.sh models-stock      # bert-layer + resnet-block, stock
+#   bash scripts/gpu_session.sh models-pruner     # the same with Pruner -> models.md
+#   bash scripts/gpu_session.sh mma-ceiling       # the GPU's mma.sync ceiling (scripts/mma_ceiling.py)
+#   bash scripts/gpu_session.sh mma-pruner        # Pruner on the `all` space (WMMA + mma), the matmul
+#   bash scripts/gpu_session.sh mma-stock         # stock MetaSchedule on `all`, same settings
+#   bash scripts/gpu_session.sh mma-more          # fp16->fp16 matmul and BERT's dense_bias, both, on `all`
+#   bash scripts/gpu_session.sh mma-check         # every finished run's best kernel against the exact result and torch
 #                                                 #   (the mma-* comparisons go to $KEEP/compare_all)
 #
 #   DEADLINE=$(( $(date +%s) + 570 )) bash scripts/gpu_session.sh queue matmul-stock matmul-pruner ...
@@ -55,7 +53,7 @@ TARGET=${TARGET:-cuda}
 MM=${MM:-matmul:4096x4096x4096:float16:float32}
 CONV=${CONV:-conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32}
 ANALYZE=${ANALYZE:-1}
-SPACE=${SPACE:-wmma}  # the issue-5 comparisons searched WMMA alone; the mma-* steps set all
+SPACE=${SPACE:-wmma}  # the first comparisons searched WMMA alone; the mma-* steps set all
 COMPARE_DIR=${COMPARE_DIR:-compare}
 MM16=${MM16:-matmul:4096x4096x4096:float16:float16}
 FFN=${FFN:-dense_bias:2048x3072x768:float16:float32}
@@ -125,15 +123,15 @@ models() {
             python3 -m ms_pruner show --work-dir "$KEEP/smoke" | tee "$KEEP/smoke.txt"
             grep -q "valid); best" "$KEEP/smoke.txt" || echo "== SMOKE FAILED: no valid measurement; read $KEEP/smoke/logs before spending more device time" ;;
         restore)
-            # Go on with the comparison an earlier lending committed (compare.json + work.tgz under
+            # Go on with the comparison an earlier session committed (compare.json + work.tgz under
             # $RESTORE): finished runs stay, a cut run resumes; refused (exit 1) on another GPU.
-            # RERUN lists finished runs to make again with the current code (restore_runs.py --rerun).
+            # RERUN lists finished runs to make again with the current code (ms-pruner restore --rerun).
             rerun=(); for pair in ${RERUN:-}; do rerun+=(--rerun "$pair"); done
             [ -e "$KEEP/compare/compare.json" ] && echo "== $KEEP/compare already holds a comparison; not restoring" ||
-                python3 scripts/restore_runs.py --from "${RESTORE:-docs/results/h100}" --out "$KEEP/compare" \
-                    --target "$TARGET" --trials "$TRIALS" --per-iter "$PER_ITER" "${rerun[@]}" ;;
+                python3 -m ms_pruner restore --from "${RESTORE:-docs/results/h100}" --out "$KEEP/compare" \
+                    --target "$TARGET" --trials "$TRIALS" --per-iter "$PER_ITER" --space "$SPACE" "${rerun[@]}" ;;
         calibrate)
-            # Runs compared across lendings ran on two machines of one kind: the restored stock runs'
+            # Runs compared across sessions ran on two machines of one kind: the restored stock runs'
             # best records built and run again here say how far apart their timings are (remeasure.py).
             # The finished runs of compare.json only: a run RERUN set aside stays unpacked beside them.
             [ -e "$KEEP/compare/compare.json" ] || { echo "== calibrate: no comparison under $KEEP/compare"; exit 0; }
@@ -169,7 +167,7 @@ models() {
         models-stock) models stock ;;
         models-pruner)
             models pruner
-            python3 scripts/model_table.py "$KEEP"/models/*-stock "$KEEP"/models/*-pruner \
+            python3 -m ms_pruner model-table "$KEEP"/models/*-stock "$KEEP"/models/*-pruner \
                 --out "$KEEP/models.md" ;;
         *) echo "unknown step '$step'; see the header of $0" >&2; exit 2 ;;
     esac
@@ -177,7 +175,7 @@ models() {
 } 2>&1 | tee -a "$KEEP/session.log"
 
 # The device gives back at most 8 files, 2 folders down: the comparison's work dirs as
-# scripts/restore_runs.py reads them (work.tgz: databases and round logs only, small enough to
+# `ms-pruner restore` reads them (work.tgz: databases and round logs only, small enough to
 # commit), every small file under $KEEP (keep.tgz, TVM's logs too; built kernels stay behind), and
 # beside them the session log and the comparison.
 [ ! -d "$KEEP/compare/work" ] || (cd "$KEEP/compare" &&

@@ -91,7 +91,7 @@ def arrangement(tiles: list) -> str:
     """How a warp's fragments are split between the serial loop outside the innermost reduction and
     the inner loop under it, per spatial dimension (``i SxI, j SxI``): arrangements of one warp tile
     that the analyzer estimates alike, told apart from ``tiles`` (``warp_tile``'s)."""
-    from ms_pruner.search.arrangement import arrangement_name
+    from ms_pruner.search.first_round.arrangement import arrangement_name
 
     return arrangement_name(((tiles[0][3], tiles[0][4]), (tiles[1][3], tiles[1][4])))
 

@@ -123,3 +123,44 @@ def test_components_below_evaluation_never_import_it_nor_the_driver():
               for below, above in rules.items()
               if module.startswith(f"ms_pruner.{below}") and any(target.startswith(f"ms_pruner.{a}") for a in above)]
     assert broken == []
+
+
+def _functions():
+    """(module path, function node) of every function and method in the package."""
+    for path in _modules().values():
+        with open(path) as source:
+            tree = ast.parse(source.read())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield os.path.relpath(path, REPO_ROOT), node
+
+
+def test_functions_stay_short_and_constructors_take_few_arguments():
+    """No function over 60 lines; no hand-written constructor over 12 arguments, nor a ``**kwargs``
+    standing in for them (settings travel in frozen configs: search/config.py)."""
+    long = [(path, f.name, f.end_lineno - f.lineno + 1) for path, f in _functions()
+            if f.end_lineno - f.lineno + 1 > 60]
+    wide = [(path, f.name) for path, f in _functions() if f.name == "__init__"
+            and (len(f.args.args) + len(f.args.kwonlyargs) - 1 > 12 or f.args.kwarg is not None)]
+    assert long == [] and wide == []
+
+
+def test_the_pruner_round_reads_in_one_file_of_at_most_250_lines():
+    with open(os.path.join(PACKAGE, "search", "pruner.py")) as source:
+        assert len(source.read().splitlines()) <= 250
+
+
+def test_the_repository_stays_lean():
+    """At most 12 scripts, 80 files of results, 15 KB a document and 10 KB of README."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.split()
+    if not tracked:  # not a git checkout (an sdist): nothing to count
+        return
+    assert len([p for p in tracked if p.startswith("scripts/")]) <= 12
+    assert len([p for p in tracked if p.startswith("docs/results/")]) <= 80
+    sizes = {p: os.path.getsize(os.path.join(REPO_ROOT, p)) for p in tracked
+             if p.startswith("docs/") and p.endswith(".md") and "/" not in p[len("docs/"):]}
+    sizes["docs/results/README.md"] = os.path.getsize(os.path.join(REPO_ROOT, "docs", "results", "README.md"))
+    assert {p: size for p, size in sizes.items() if size > 15 * 1024} == {}
+    assert os.path.getsize(os.path.join(REPO_ROOT, "README.md")) <= 10 * 1024

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from conftest import REPO_ROOT
 from ms_pruner.cli import main
 from ms_pruner.hardware import cuda_device_name
 from ms_pruner.tuning import mean_latency, open_database
@@ -125,6 +126,26 @@ def test_a_round_size_below_one_is_refused_before_anything_is_written(capsys, tm
         main(["tune", SPEC, "--target", "llvm", "--seed", "-1", "--work-dir", str(work_dir)])
     assert exited.value.code == 2 and "argument --seed: must be from 0 to 4294967295, got -1" in capsys.readouterr().err
     assert not work_dir.exists() and not out.exists()
+
+
+def test_compare_seeds_joins_the_committed_cpu_comparisons(capsys, monkeypatch):
+    """``ms-pruner compare-seeds`` reads the three seeds' comparisons committed under docs/results/cpu
+    into the table docs/results/cpu/compare_seeds.md holds (made from them by the script it replaces)."""
+    monkeypatch.chdir(REPO_ROOT)  # the table names the directories as given
+    results = os.path.join("docs", "results", "cpu")
+    dirs = [os.path.join(results, name) for name in ("compare", "compare_seed1", "compare_seed2")]
+    assert main(["compare-seeds", *dirs]) == 0
+    with open(os.path.join(REPO_ROOT, results, "compare_seeds.md"), encoding="utf-8") as handle:
+        assert capsys.readouterr().out == handle.read()
+    assert main(["compare-seeds", str(REPO_ROOT)]) == 2
+    assert "cannot read comparison" in capsys.readouterr().err
+
+
+def test_restore_refuses_a_malformed_rerun_in_one_line(capsys, tmp_path):
+    assert main(["restore", "--from", str(tmp_path), "--out", str(tmp_path / "out"), "--target", "llvm",
+                 "--rerun", "pruner"]) == 2
+    assert capsys.readouterr().err.strip() == "ms-pruner: error: --rerun takes SPEC=STRATEGY, not 'pruner'"
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_python_api_refuses_a_bad_strategy_or_seed_before_making_the_work_dir(tmp_path):

@@ -16,5 +16,3 @@ def test_intrinsics_registered_without_inspects_module_search_equal_a_plain_impo
     fast, plain = registered("ms_pruner"), registered("plain")
     assert len(plain["intrinsics"]) > 100
     assert fast["intrinsics"] == plain["intrinsics"]
-    # The point of it (about 2 s against 23 s on 2 cores): loose, since CI machines vary.
-    assert fast["seconds"] < plain["seconds"] / 2, (fast["seconds"], plain["seconds"])

@@ -52,6 +52,10 @@ def test_tune_model_cli(tmp_path, capsys):
     assert summary["outputs_match"] and summary["tasks"] == 2 and summary["latency_s"] > 0
     table = model_table([summary, dict(summary, strategy="stock", outputs_match=False, mismatch="output 0 differs")])
     assert "| mlp-tiny (float32) | llvm | pruner | 16 | 2 |" in table and "output 0 differs" in table
+    assert main(["model-table", work_dir, "--out", str(tmp_path / "models.md")]) == 0
+    assert (tmp_path / "models.md").read_text() == model_table([summary])
+    assert main(["model-table", str(tmp_path / "none")]) == 2
+    assert "cannot read a tune-model summary" in capsys.readouterr().err
 
 
 def test_mismatch_is_reported_with_its_size():

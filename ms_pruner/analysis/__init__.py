@@ -6,8 +6,8 @@ into time with a per-SM model whose constants all come from the GPUSpec. See doc
 """
 
 from .analyzer import ANALYSES, Estimate, StaticAnalyzer
-from .features import (KernelFeatures, geometry_name, has_narrow_fetch, kernel_features, kernel_geometry,
-                       operand_fetch_bytes)
+from .features import KernelFeatures, kernel_features
+from .geometry import geometry_name, has_narrow_fetch, kernel_geometry, operand_fetch_bytes
 from .gpu_model import KernelEstimate, estimate_kernel
 from .metrics import ndcg_at_k, recall_at_top, spearman
 from .registers import RegisterCheck, check_registers, summarize_register_checks

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from .tir_walk import BlockInfo, ProgramInfo
 
@@ -161,140 +161,156 @@ def _auto_copy_stream(block: BlockInfo, src, dst, warp_size: int, block_threads:
     )
 
 
+@dataclasses.dataclass
+class _KernelTally:
+    """Running sums over one kernel's blocks, in block order (``kernel_features``)."""
+
+    warp_size: int
+    threads: int
+    warps: int
+    versions: int  # copies of each operand tile a software pipeline keeps (pipeline_shape)
+    operand_tiles: Dict[str, float] = dataclasses.field(default_factory=dict)  # staged inputs of the main loop
+    staging_tiles: Dict[str, float] = dataclasses.field(default_factory=dict)  # outputs staged after it
+    copies: List[CopyStream] = dataclasses.field(default_factory=list)
+    touched: set = dataclasses.field(default_factory=set)  # global buffers
+    frags_by_side: Dict[str, float] = dataclasses.field(default_factory=dict)
+    mma_flops: float = 0.0
+    mma_count: float = 0.0
+    cuda_flops: float = 0.0
+    mma_shape: Tuple[int, int, int] = (0, 0, 0)
+    acc_bytes: float = 4.0
+    acc_frags: float = 0.0
+    operand_frags: float = 0.0
+    g_read: float = 0.0
+    g_write: float = 0.0
+    s_read: float = 0.0
+    s_write: float = 0.0
+    direct: float = 0.0
+    main_trips: int = 1
+    frag_bytes: float = 512.0
+    operand_bytes: float = 0.0  # fragment bytes a warp loads in one trip of the fragment loop
+
+    def add(self, block: BlockInfo) -> None:
+        for access in block.reads + block.writes:
+            if access.scope == "global":
+                self.touched.add(access.buffer)
+        names = block.intrinsics
+        if any(n in MMA_INTRINSICS for n in names):
+            self._mma(block)
+        elif block.is_init and any(is_fragment(w.scope) for w in block.writes):
+            self.acc_frags += block.own_extent
+        elif any(n in FRAGMENT_LOADS for n in names):
+            self._fragment_load(block)
+        elif any(n in FRAGMENT_STORES for n in names):
+            self._fragment_store(block.writes[0], block)
+        elif block.writes:
+            dst = block.writes[0]
+            srcs = [r for r in block.reads if r.buffer != dst.buffer]
+            if block.float_ops and not is_shared(dst.scope):
+                self.cuda_flops += block.executions * block.float_ops
+            if srcs and block.float_ops == 0 and len(srcs) == 1:
+                self._copy(block, srcs[0], dst)
+            else:
+                self._direct(block, srcs, dst)
+
+    def _mma(self, block: BlockInfo) -> None:
+        a, c = block.reads[1], block.writes[0]
+        m, n = c.shape[-2], c.shape[-1]
+        self.mma_shape = (m, n, a.elements // max(1, m))
+        m, n, k = self.mma_shape
+        self.acc_bytes = c.dtype_bytes
+        self.mma_count += block.executions
+        self.mma_flops += block.executions * 2.0 * m * n * k
+
+    def _fragment_load(self, block: BlockInfo) -> None:
+        self.s_read += block.executions * block.reads[0].elements * block.reads[0].dtype_bytes
+        self.operand_frags += block.own_extent
+        side = "b" if block.writes[0].scope.endswith(("_b", "B")) else "a"
+        self.frags_by_side[side] = self.frags_by_side.get(side, 0.0) + block.own_extent
+        self.frag_bytes = block.writes[0].elements * block.writes[0].dtype_bytes
+        self.operand_bytes += block.own_extent * self.frag_bytes
+        self.main_trips = max(self.main_trips, _outer_serial_trips(block))
+
+    def _fragment_store(self, dst, block: BlockInfo) -> None:
+        if is_shared(dst.scope):
+            self.s_write += block.executions * dst.elements * dst.dtype_bytes
+            self.staging_tiles[dst.buffer] = max(self.staging_tiles.get(dst.buffer, 0.0),
+                                                 block.own_extent * dst.elements * dst.dtype_bytes)
+        else:
+            self.g_write += block.executions * dst.elements * dst.dtype_bytes
+
+    def _copy(self, block: BlockInfo, src, dst) -> None:
+        stream = _copy_stream(block, src, dst, self.warp_size, self.threads)
+        self.copies.append(stream)
+        if is_shared(dst.scope):
+            tiles = self.staging_tiles if is_fragment(src.scope) else self.operand_tiles
+            copies_kept = self.versions if any(loop.pipelined for loop in block.loops[:block.own_start]) else 1
+            tiles[dst.buffer] = max(tiles.get(dst.buffer, 0.0), copies_kept * block.own_extent
+                                    * dst.elements * dst.dtype_bytes * block.pad_ratio)
+            self.s_write += stream.bytes_total
+            self.main_trips = max(self.main_trips, _outer_serial_trips(block))
+        if is_shared(src.scope):
+            self.s_read += stream.bytes_total
+        if src.scope == "global":
+            self.g_read += block.executions * src.elements * src.dtype_bytes
+        if dst.scope == "global":
+            self.g_write += stream.bytes_total
+            if is_fragment(src.scope):  # TVM's auto copy stages the warp's rows through shared memory
+                self.staging_tiles[src.buffer] = max(self.staging_tiles.get(src.buffer, 0.0),
+                                                     _auto_copy_staging(src, dst, self.warps))
+
+    def _direct(self, block: BlockInfo, srcs, dst) -> None:
+        for src in srcs:
+            if src.scope == "global":
+                self.g_read += block.executions * src.elements * src.dtype_bytes
+                self.direct += block.executions * src.elements * src.dtype_bytes
+            elif is_shared(src.scope):
+                self.s_read += block.executions * src.elements * src.dtype_bytes
+        if dst.scope == "global" and not block.is_init:
+            self.g_write += block.executions * dst.elements * dst.dtype_bytes
+            self.direct += block.executions * dst.elements * dst.dtype_bytes
+
+    def registers(self, fragment_trips: int) -> float:
+        regs = BASE_REGISTERS
+        if self.mma_count:
+            acc_tile = self.mma_shape[0] * self.mma_shape[1] * self.acc_bytes
+            regs += self.acc_frags * acc_tile / self.warp_size / 4
+            if self.versions > 1:
+                # every fragment of an inner trip, twice where the fragment pipeline has two trips
+                buffered = 2 if fragment_trips > 1 else 1
+                regs += PIPELINED_EXTRA_REGISTERS + buffered * self.operand_bytes / self.warp_size / 4
+            else:
+                live = _live_operand_fragments(self.acc_frags, self.frags_by_side)
+                regs += live * self.frag_bytes / self.warp_size / 4
+        return regs
+
+
 def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFeatures]:
     """One KernelFeatures per kernel (top-level loop nest) of a scheduled GPU program."""
     kernels = []
     for blocks in _kernel_groups(program).values():
-        grid = max(b.thread_extent("blockIdx") for b in blocks)
         threads = max(_threads(b, warp_size) for b in blocks)
-        warps = max(1, -(-threads // warp_size))
-        operand_tiles: Dict[str, float] = {}  # staged inputs of the main loop
-        staging_tiles: Dict[str, float] = {}  # outputs staged after it
-        copies: List[CopyStream] = []
-        mma_flops = mma_count = cuda_flops = 0.0
-        mma_shape = (0, 0, 0)
-        acc_bytes = 4.0
-        acc_frags = operand_frags = 0.0
-        g_read = g_write = s_read = s_write = direct = 0.0
-        main_trips = 1
-        touched = set()
-        frags_by_side: Dict[str, float] = {}
-        frag_bytes = 512.0
-        operand_bytes = 0.0  # fragment bytes a warp loads in one trip of the fragment loop
         versions, fragment_trips = pipeline_shape(blocks)
+        tally = _KernelTally(warp_size, threads, max(1, -(-threads // warp_size)), versions)
         for block in blocks:
-            for access in block.reads + block.writes:
-                if access.scope == "global":
-                    touched.add(access.buffer)
-            names = block.intrinsics
-            if any(n in MMA_INTRINSICS for n in names):
-                a, c = block.reads[1], block.writes[0]
-                m, n = c.shape[-2], c.shape[-1]
-                mma_shape = (m, n, a.elements // max(1, m))
-                m, n, k = mma_shape
-                acc_bytes = c.dtype_bytes
-                mma_count += block.executions
-                mma_flops += block.executions * 2.0 * m * n * k
-                continue
-            if block.is_init and any(is_fragment(w.scope) for w in block.writes):
-                acc_frags += block.own_extent
-                continue
-            if any(n in FRAGMENT_LOADS for n in names):
-                s_read += block.executions * block.reads[0].elements * block.reads[0].dtype_bytes
-                operand_frags += block.own_extent
-                side = "b" if block.writes[0].scope.endswith(("_b", "B")) else "a"
-                frags_by_side[side] = frags_by_side.get(side, 0.0) + block.own_extent
-                frag_bytes = block.writes[0].elements * block.writes[0].dtype_bytes
-                operand_bytes += block.own_extent * frag_bytes
-                main_trips = max(main_trips, _outer_serial_trips(block))
-                continue
-            if any(n in FRAGMENT_STORES for n in names):
-                dst = block.writes[0]
-                if is_shared(dst.scope):
-                    s_write += block.executions * dst.elements * dst.dtype_bytes
-                    staging_tiles[dst.buffer] = max(staging_tiles.get(dst.buffer, 0.0),
-                                                    block.own_extent * dst.elements * dst.dtype_bytes)
-                else:
-                    g_write += block.executions * dst.elements * dst.dtype_bytes
-                continue
-            if not block.writes:
-                continue
-            dst = block.writes[0]
-            srcs = [r for r in block.reads if r.buffer != dst.buffer]
-            if block.float_ops and not is_shared(dst.scope):
-                cuda_flops += block.executions * block.float_ops
-            if srcs and block.float_ops == 0 and len(srcs) == 1:
-                src = srcs[0]
-                stream = _copy_stream(block, src, dst, warp_size, threads)
-                copies.append(stream)
-                if is_shared(dst.scope):
-                    tiles = staging_tiles if is_fragment(src.scope) else operand_tiles
-                    copies_kept = versions if any(loop.pipelined for loop in block.loops[:block.own_start]) else 1
-                    tiles[dst.buffer] = max(tiles.get(dst.buffer, 0.0), copies_kept * block.own_extent
-                                            * dst.elements * dst.dtype_bytes * block.pad_ratio)
-                    s_write += stream.bytes_total
-                    main_trips = max(main_trips, _outer_serial_trips(block))
-                if is_shared(src.scope):
-                    s_read += stream.bytes_total
-                if src.scope == "global":
-                    g_read += block.executions * src.elements * src.dtype_bytes
-                if dst.scope == "global":
-                    g_write += stream.bytes_total
-                    if is_fragment(src.scope):  # TVM's auto copy stages the warp's rows through shared memory
-                        staging_tiles[src.buffer] = max(staging_tiles.get(src.buffer, 0.0),
-                                                        _auto_copy_staging(src, dst, warps))
-            else:
-                for src in srcs:
-                    if src.scope == "global":
-                        g_read += block.executions * src.elements * src.dtype_bytes
-                        direct += block.executions * src.elements * src.dtype_bytes
-                    elif is_shared(src.scope):
-                        s_read += block.executions * src.elements * src.dtype_bytes
-                if dst.scope == "global" and not block.is_init:
-                    g_write += block.executions * dst.elements * dst.dtype_bytes
-                    direct += block.executions * dst.elements * dst.dtype_bytes
-        regs = BASE_REGISTERS
-        if mma_count:
-            acc_tile = mma_shape[0] * mma_shape[1] * acc_bytes
-            regs += acc_frags * acc_tile / warp_size / 4
-            if versions > 1:  # every fragment of an inner trip, twice where the fragment pipeline has two trips
-                buffered = 2 if fragment_trips > 1 else 1
-                regs += PIPELINED_EXTRA_REGISTERS + buffered * operand_bytes / warp_size / 4
-            else:
-                regs += _live_operand_fragments(acc_frags, frags_by_side) * frag_bytes / warp_size / 4
-        global_bytes = sum(_buffer_bytes(program, name) for name in touched)
-        kernels.append(
-            KernelFeatures(
-                grid=grid,
-                threads_per_block=threads,
-                warps_per_block=warps,
-                smem_per_block=(merged_shared_bytes(operand_tiles, staging_tiles) if versions > 1 else
-                                max(sum(operand_tiles.values()), sum(staging_tiles.values()))),
-                regs_per_thread=regs,
-                mma_flops=mma_flops,
-                mma_count=mma_count,
-                mma_m=mma_shape[0],
-                mma_n=mma_shape[1],
-                mma_k=mma_shape[2],
-                acc_dtype_bytes=acc_bytes,
-                cuda_core_flops=cuda_flops,
-                acc_fragments_per_warp=acc_frags,
-                operand_fragments_per_step=operand_frags,
-                global_read_bytes=g_read,
-                global_write_bytes=g_write,
-                direct_global_bytes=direct,
-                smem_read_bytes=s_read,
-                smem_write_bytes=s_write,
-                copies=copies,
-                main_loop_trips=main_trips,
-                unroll_max_step=max((loop.unroll_max_step for b in blocks for loop in b.loops), default=0),
-                pipelined=any(loop.pipelined for b in blocks for loop in b.loops),
-                global_buffer_bytes=global_bytes,
-                operand_tiles=operand_tiles,
-                staging_tiles=staging_tiles,
-                pipeline_stages=versions,
-            )
-        )
+            tally.add(block)
+        t = tally
+        kernels.append(KernelFeatures(
+            grid=max(b.thread_extent("blockIdx") for b in blocks), threads_per_block=threads,
+            warps_per_block=t.warps,
+            smem_per_block=(merged_shared_bytes(t.operand_tiles, t.staging_tiles) if versions > 1 else
+                            max(sum(t.operand_tiles.values()), sum(t.staging_tiles.values()))),
+            regs_per_thread=t.registers(fragment_trips), mma_flops=t.mma_flops, mma_count=t.mma_count,
+            mma_m=t.mma_shape[0], mma_n=t.mma_shape[1], mma_k=t.mma_shape[2], acc_dtype_bytes=t.acc_bytes,
+            cuda_core_flops=t.cuda_flops, acc_fragments_per_warp=t.acc_frags,
+            operand_fragments_per_step=t.operand_frags,
+            global_read_bytes=t.g_read, global_write_bytes=t.g_write, direct_global_bytes=t.direct,
+            smem_read_bytes=t.s_read, smem_write_bytes=t.s_write, copies=t.copies, main_loop_trips=t.main_trips,
+            unroll_max_step=max((loop.unroll_max_step for b in blocks for loop in b.loops), default=0),
+            pipelined=any(loop.pipelined for b in blocks for loop in b.loops),
+            global_buffer_bytes=sum(_buffer_bytes(program, name) for name in t.touched),
+            operand_tiles=t.operand_tiles, staging_tiles=t.staging_tiles, pipeline_stages=versions,
+        ))
     return kernels
 
 
@@ -380,48 +396,3 @@ def _buffer_bytes(program: ProgramInfo, name: str) -> float:
     for dim in shape:
         total *= dim
     return total
-
-
-def operand_fetches(features: KernelFeatures) -> List[CopyStream]:
-    """The kernel's global->shared copies (the operand tiles of each main-loop trip), in order."""
-    return [c for c in features.copies if c.src_scope == "global" and is_shared(c.dst_scope)]
-
-
-NARROW_FETCH_BYTES = 4
-
-
-def operand_fetch_bytes(features: Sequence[KernelFeatures]) -> tuple:
-    """Bytes each thread moves per instruction in each operand fetch of each kernel, in order."""
-    return tuple(int(c.vector_lanes * c.elem_bytes) for f in features for c in operand_fetches(f))
-
-
-def has_narrow_fetch(features: Sequence[KernelFeatures]) -> bool:
-    """Whether an operand fetch moves ``NARROW_FETCH_BYTES`` or fewer per thread and instruction: on
-    the H100 database's best tiling such fetches measured 7-84% slower, where the analyzer sees a
-    few percent at most (docs/search.md)."""
-    return any(width <= NARROW_FETCH_BYTES for width in operand_fetch_bytes(features))
-
-
-def kernel_geometry(features: Sequence[KernelFeatures]) -> Optional[tuple]:
-    """What the analyzer sees of a schedule's tiling, per kernel: grid, threads, accumulator fragments
-    per warp, main-loop trips and the bytes each operand tile brings to shared memory per trip.
-
-    Schedules of one geometry differ only in fetch widths, unroll depth, write-back width or the
-    loop order inside a thread, which the analyzer barely tells apart (the search spreads a cold
-    batch over geometries for that reason). None without GPU kernels.
-    """
-    if not features:
-        return None
-    key = []
-    for f in features:
-        block_trips = max(1, f.grid) * max(1, f.main_loop_trips)
-        tiles = tuple(round(c.bytes_total / block_trips) for c in operand_fetches(f))
-        key.append((f.grid, f.threads_per_block, f.acc_fragments_per_warp, f.main_loop_trips, tiles))
-    return tuple(key)
-
-
-def geometry_name(geometry: Optional[tuple]) -> Optional[str]:
-    if geometry is None:
-        return None
-    return "; ".join(f"grid {g} x {t} thr, {f:g} acc frags, {trips} trips, operand tiles {'+'.join(map(str, tiles))} B"
-                     for g, t, f, trips, tiles in geometry)

@@ -133,11 +133,40 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
     # Blocks an SM really holds at once: fewer than `resident` when the grid is small.
     active = min(resident, max(1, math.ceil(features.grid / spec.sm_count)))
     trips = max(1, features.main_loop_trips)
-    block_trips = features.grid * trips
+    spill = _spill(features, spec, resident)
+    tensor, smem, l2, issue, copy_issue_per_warp = _trip_units(features, spec, active, trips, spill)
+    copy_latency = _trip_latency(features, spec, trips, spill, copy_issue_per_warp)
+    busy = active * _overlapped(tensor, smem, l2, issue)
+    own_path = copy_latency + _overlapped(tensor, smem, l2)
+    # Resident blocks hide each other's latency imperfectly too (barriers keep their warps in step).
+    trip_cycles = _overlapped(busy, own_path)
+    main_s = waves * trips * trip_cycles / clock
+    dram_s = features.global_buffer_bytes / (spec.dram_gbps * 1e9)
+    epilogue_s = _epilogue_seconds(features, spec, waves)
+    latency = max(main_s, dram_s) + epilogue_s + LAUNCH_SECONDS
+    return KernelEstimate(
+        latency_s=latency, valid=True, reason="", blocks_per_sm=resident, waves=waves,
+        wave_efficiency=wave_efficiency, regs_per_thread=features.regs_per_thread,
+        smem_per_block=features.smem_per_block, trip_cycles=trip_cycles, tensor_cycles=tensor,
+        smem_cycles=smem, l2_cycles=l2, issue_cycles=issue, latency_cycles=copy_latency, dram_s=dram_s,
+        epilogue_s=epilogue_s, spill_factor=1.0 + spill.fraction,
+    )
 
-    # Register spills: nvcc caps registers at 255 per thread and at what __launch_bounds__ leaves
-    # (regs_per_block / threads); what does not fit lives in local memory and is loaded and stored
-    # around every MMA. The spill stays in L1 if it fits beside shared memory, else it goes to L2.
+
+@dataclasses.dataclass
+class _Spill:
+    """Accumulator registers spilled to local memory: their share, the bytes moved around the MMAs,
+    whether the spill stays in L1."""
+
+    fraction: float
+    bytes: float
+    in_l1: bool
+
+
+def _spill(features: KernelFeatures, spec: GPUSpec, resident: int) -> _Spill:
+    """Register spills: nvcc caps registers at 255 per thread and at what __launch_bounds__ leaves
+    (regs_per_block / threads); what does not fit lives in local memory and is loaded and stored
+    around every MMA. The spill stays in L1 if it fits beside shared memory, else it goes to L2."""
     threads = features.warps_per_block * spec.warp_size
     reg_cap = register_cap(features, spec)
     acc_regs = features.acc_fragments_per_warp * features.mma_m * features.mma_n * features.acc_dtype_bytes / (
@@ -152,10 +181,15 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
     acc_tile_bytes = features.mma_m * features.mma_n * features.acc_dtype_bytes
     spill_bytes = features.mma_count * spilled_fraction * acc_tile_bytes * 2
     spill_footprint = spill_regs * 4 * threads * resident
-    spill_in_l1 = spill_footprint <= spec.l1_smem_bytes_per_sm - resident * features.smem_per_block
-    spill_factor = 1.0 + spilled_fraction
+    return _Spill(spilled_fraction, spill_bytes,
+                  spill_footprint <= spec.l1_smem_bytes_per_sm - resident * features.smem_per_block)
 
-    # Per block and trip, in SM cycles, for each shared unit.
+
+def _trip_units(features: KernelFeatures, spec: GPUSpec, active: int, trips: int, spill: _Spill):
+    """(tensor, shared, L2, issue) cycles per block and trip, each a unit the SM's blocks share, and
+    one warp's copy instructions in one trip, issued back to back."""
+    clock = spec.clock_hz
+    block_trips = features.grid * trips
     acc = "float16" if features.acc_dtype_bytes == 2 else "float32"
     tensor_rate = spec.tensor_flops_per_cycle_per_sm(acc)
     warps_active = active * features.warps_per_block
@@ -168,10 +202,10 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
     cuda_rate = spec.fp32_tflops * 1e12 / (spec.sm_count * clock)
     tensor += features.cuda_core_flops / block_trips / cuda_rate
 
-    smem_bytes = spill_bytes if spill_in_l1 else 0.0
+    smem_bytes = spill.bytes if spill.in_l1 else 0.0
     issue = 0.0
-    l2_bytes = (0.0 if spill_in_l1 else spill_bytes) + features.direct_global_bytes
-    copy_issue_per_warp = 0.0  # one warp's copy instructions in one trip, issued back to back
+    l2_bytes = (0.0 if spill.in_l1 else spill.bytes) + features.direct_global_bytes
+    copy_issue_per_warp = 0.0
     for copy in features.copies:
         if not is_shared(copy.dst_scope):
             continue
@@ -193,10 +227,17 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
     smem = smem_bytes / block_trips / spec.smem_bytes_per_clock_per_sm / sub_partition_balance
     l2 = l2_bytes / block_trips / (spec.l2_gbps * 1e9 / spec.sm_count / clock)
     issue = issue / block_trips / sub_partitions / sub_partition_balance
-    # One L2 round trip per trip (the copy loop's loads are independent), plus issuing one warp's
-    # copy instructions, index arithmetic included, back to back. The round trip stays on every
-    # trip, also those that reuse a tile copied earlier: on the H100 the measured best tile with
-    # its k loop split under the copy ran 615-665 us against 474 (tests/test_analysis.py).
+    return tensor, smem, l2, issue, copy_issue_per_warp
+
+
+def _trip_latency(features: KernelFeatures, spec: GPUSpec, trips: int, spill: _Spill,
+                  copy_issue_per_warp: float) -> float:
+    """Cycles a block's trip waits on its own path: one L2 round trip (the copy loop's loads are
+    independent) plus issuing one warp's copy instructions, index arithmetic included, back to back.
+    The round trip stays on every trip, also those that reuse a tile copied earlier: on the H100 the
+    measured best tile with its k loop split under the copy ran 615-665 us against 474
+    (tests/test_analysis.py)."""
+    block_trips = features.grid * trips
     copy_latency = spec.l2_latency_cycles + 2 * BARRIER_CYCLES
     if features.pipeline_stages > 1:
         copy_latency *= _pipelined_wait_share(features, trips)
@@ -208,31 +249,20 @@ def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[
     copy_latency += SHARED_LATENCY_CYCLES + chain * MMA_LATENCY_CYCLES
     # A spilled accumulator is reloaded before its MMA can issue: each such MMA of a warp's trip
     # waits one local-memory load (an L1 hit if the spill fits there, else L2).
-    spill_latency = L1_LATENCY_CYCLES if spill_in_l1 else spec.l2_latency_cycles
-    copy_latency += mma_per_warp_trip * spilled_fraction * spill_latency
+    spill_latency = L1_LATENCY_CYCLES if spill.in_l1 else spec.l2_latency_cycles
+    copy_latency += mma_per_warp_trip * spill.fraction * spill_latency
+    return copy_latency
 
-    busy = active * _overlapped(tensor, smem, l2, issue)
-    own_path = copy_latency + _overlapped(tensor, smem, l2)
-    # Resident blocks hide each other's latency imperfectly too (barriers keep their warps in step).
-    trip_cycles = _overlapped(busy, own_path)
-    main_s = waves * trips * trip_cycles / clock
 
-    dram_s = features.global_buffer_bytes / (spec.dram_gbps * 1e9)
+def _epilogue_seconds(features: KernelFeatures, spec: GPUSpec, waves: int) -> float:
+    """The write-back after the main loop. An output address that keeps im2col divisions
+    (index_cost.lowered_flat_address) computes them for every element it stores; nothing is left
+    to hide their dependent chains behind, so they are charged whole per SM, not spread over its
+    four sub-partitions as the main loop's copies are (docs/analyzer.md)."""
+    clock = spec.clock_hz
     write_backs = [c for c in features.copies if not is_shared(c.dst_scope)]
     epilogue_bytes = sum(c.bytes_total for c in write_backs)
-    # An output address that keeps im2col divisions (index_cost.lowered_flat_address) computes them for every
-    # element the write-back stores after the main loop. Nothing is left to hide their dependent
-    # chains behind, so they are charged whole per SM, not spread over its four sub-partitions as
-    # the main loop's copies are (docs/analyzer.md section 2).
     epilogue_issue = sum(c.warp_instructions * DIVISION_INSTRUCTIONS * c.address_divisions
                          for c in write_backs) / spec.sm_count
-    epilogue_s = (epilogue_bytes / (spec.dram_gbps * 1e9) + waves * spec.l2_latency_cycles / clock
-                  + epilogue_issue / clock)
-    latency = max(main_s, dram_s) + epilogue_s + LAUNCH_SECONDS
-    return KernelEstimate(
-        latency_s=latency, valid=True, reason="", blocks_per_sm=resident, waves=waves,
-        wave_efficiency=wave_efficiency, regs_per_thread=features.regs_per_thread,
-        smem_per_block=features.smem_per_block, trip_cycles=trip_cycles, tensor_cycles=tensor,
-        smem_cycles=smem, l2_cycles=l2, issue_cycles=issue, latency_cycles=copy_latency, dram_s=dram_s,
-        epilogue_s=epilogue_s, spill_factor=spill_factor,
-    )
+    return (epilogue_bytes / (spec.dram_gbps * 1e9) + waves * spec.l2_latency_cycles / clock
+            + epilogue_issue / clock)

@@ -202,59 +202,16 @@ class _Walker:
         realize = block
         block = block.block
         if block.name_hint == "root":
-            body = block.body
-            children = list(body.seq) if type(body).__name__ == "SeqStmt" else [body]
-            ids: List[int] = []
-            for index, child in enumerate(children):
-                self.kernel = index
-                ids.extend(self.visit(child))
-            return ids
-        intrinsics: List[str] = []
-        float_ops = [0]
-        nested: List[int] = []
-
-        def scan(node):
-            kind = type(node).__name__
-            if kind == "Evaluate":
-                call = node.value
-                op = getattr(call, "op", None)
-                if op is not None:
-                    intrinsics.append(intrinsic_name(op))
-            elif kind == "BufferStore":
-                float_ops[0] += _count_float_ops(node.value)
-            elif kind == "SeqStmt":
-                for child in node.seq:
-                    scan(child)
-            elif kind == "For" and node.thread_binding is not None and not _holds_block(node):
-                scan(node.body)  # a warp intrinsic's lanes (the mma rule's ``for tx in thread_binding(32)``)
-            elif kind in ("For", "SBlockRealize"):
-                nested.extend(self.visit(node))
-            elif kind == "IfThenElse":
-                scan(node.then_case)
-                if node.else_case is not None:
-                    scan(node.else_case)
-            else:
-                body = getattr(node, "body", None)
-                if body is not None:
-                    scan(body)
-
+            return self._root(block.body)
         index = len(self.blocks)
-        regions = _regions(block.reads)
-        read_count = len(regions)
-        regions += _regions(block.writes)
-        accesses = [access for access, _, _ in regions]
-        if self.strides:
-            strides = index_strides(realize, [(starts, shape) for _, starts, shape in regions], self.loop_vars,
-                                    self.loops)
-            accesses = [dataclasses.replace(a, strides=st) for a, st in zip(accesses, strides)]
-        reads, writes = accesses[:read_count], accesses[read_count:]
+        reads, writes = self._accesses(realize, block)
         info = BlockInfo(
             name=str(block.name_hint),
             loops=tuple(self.loops),
             own_start=len(self.loops),
             reads=reads,
             writes=writes,
-            intrinsics=intrinsics,
+            intrinsics=[],
             float_ops=0,
             is_init=block.name_hint.endswith("_init"),
             kernel=self.kernel,
@@ -263,12 +220,60 @@ class _Walker:
         if block.annotations and block.annotations.get("auto_copy", None) is not None:
             info.auto_copy_lanes, info.cooperative_threads = self._auto_copy(realize, block, writes)
         self.blocks.append(info)
-        scan(block.body)
-        info.float_ops = float_ops[0]
+        nested: List[int] = []
+        self._scan(block.body, info, nested)
         if type(block.body).__name__ == "BufferStore" and info.float_ops == 0:
             align = block.annotations.get("buffer_dim_align", None) if block.annotations else None
             self.pending_copies.append((info, realize, block.body, align, tuple(self.loop_vars)))
         return [index] + nested
+
+    def _root(self, body) -> List[int]:
+        """The root block's children, one kernel each."""
+        children = list(body.seq) if type(body).__name__ == "SeqStmt" else [body]
+        ids: List[int] = []
+        for index, child in enumerate(children):
+            self.kernel = index
+            ids.extend(self.visit(child))
+        return ids
+
+    def _accesses(self, realize, block):
+        """(reads, writes) of a block, with each access's index strides when they are walked."""
+        regions = _regions(block.reads)
+        read_count = len(regions)
+        regions += _regions(block.writes)
+        accesses = [access for access, _, _ in regions]
+        if self.strides:
+            strides = index_strides(realize, [(starts, shape) for _, starts, shape in regions], self.loop_vars,
+                                    self.loops)
+            accesses = [dataclasses.replace(a, strides=st) for a, st in zip(accesses, strides)]
+        return accesses[:read_count], accesses[read_count:]
+
+    def _scan(self, node, info: BlockInfo, nested: List[int]) -> None:
+        """A block body's intrinsic calls and float ops into ``info``; the blocks nested in it are
+        visited, their ids added to ``nested``."""
+        kind = type(node).__name__
+        if kind == "Evaluate":
+            op = getattr(node.value, "op", None)
+            if op is not None:
+                info.intrinsics.append(intrinsic_name(op))
+        elif kind == "BufferStore":
+            info.float_ops += _count_float_ops(node.value)
+        elif kind == "SeqStmt":
+            for child in node.seq:
+                self._scan(child, info, nested)
+        elif kind == "For" and node.thread_binding is not None and not _holds_block(node):
+            # a warp intrinsic's lanes (the mma rule's ``for tx in thread_binding(32)``)
+            self._scan(node.body, info, nested)
+        elif kind in ("For", "SBlockRealize"):
+            nested.extend(self.visit(node))
+        elif kind == "IfThenElse":
+            self._scan(node.then_case, info, nested)
+            if node.else_case is not None:
+                self._scan(node.else_case, info, nested)
+        else:
+            body = getattr(node, "body", None)
+            if body is not None:
+                self._scan(body, info, nested)
 
     def _auto_copy(self, realize, block, writes) -> Tuple[int, int]:
         """(vector lanes, threads sharing one execution) of an ``auto_copy`` block: TVM's lowering

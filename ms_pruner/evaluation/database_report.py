@@ -9,7 +9,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..analysis.analyzer import Estimate, StaticAnalyzer
-from ..analysis.features import geometry_name, kernel_geometry, operand_fetch_bytes
+from ..analysis.geometry import geometry_name, kernel_geometry, operand_fetch_bytes
 from ..analysis.metrics import recall_at_top, spearman
 from ..analysis.registers import RegisterCheck, check_registers, summarize_register_checks
 from ..database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order, replay_record

@@ -65,7 +65,7 @@ def tensor_intrinsics(trace) -> List[str]:
 
 def describe(sch, analyzer) -> dict:
     """What the schedule is and what the analyzer predicts of it, before anything is lowered."""
-    from ..analysis.features import geometry_name, kernel_geometry
+    from ..analysis.geometry import geometry_name, kernel_geometry
     from ..analysis.gpu_model import register_cap
     from ..search.droplet import tile_decisions
 

@@ -94,8 +94,8 @@ class AnalyzerDraft:
             stats["selection_power"] = fitness.power
             if self.seen is not None:
                 self.seen.start_draft()
-            draft = list(ms._ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel(  # pylint: disable=protected-access
-                self.cold if cold else self.warm, population, self.config.draft_size))
+            evolve = ms._ffi_api.SearchStrategyEvolutionarySearchEvolveWithCostModel  # pylint: disable=protected-access
+            draft = list(evolve(self.cold if cold else self.warm, population, self.config.draft_size))
             draft = [s for s in draft if keep(s)]
         stats["draft_analyzer_s"] = fitness.seconds - seconds
         stats["draft_scored"] = fitness.calls - calls

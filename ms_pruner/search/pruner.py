@@ -216,8 +216,8 @@ class PrunerSearch(PySearchStrategy):
         with stats.stage("sample"):
             best = []
             if self.best is not None:
-                workload = self.database.commit_workload(self.context.mod)
-                top = self.database.get_top_k(workload, int(self.settings.population * self.settings.init_measured_ratio))
+                top = self.database.get_top_k(self.database.commit_workload(self.context.mod),
+                                              int(self.settings.population * self.settings.init_measured_ratio))
                 best = self.space.replay_valid([r.trace for r in top], self.rng)
             carry = [s for s in self.carry if self.facts.key(s) not in self.measured]
             population, stats["carried"] = self.draft.population(best, carry, self.sampler, self.rng)

@@ -114,14 +114,14 @@ def load_previous(out_dir: str, settings: dict) -> dict:
 
 def read_report(path: str, settings: dict, advice: str) -> dict:
     """The comparison in ``path``, refused when it was made under other ``settings``."""
-    report = _load_report(path, "earlier comparison")
+    report = load_report(path, "earlier comparison")
     earlier = {key: report.get(key, _setting_before(report, key)) for key in settings}
     if earlier != settings:
         raise UserError(f"{path} was made with {earlier}, not {settings}; {advice}")
     return report
 
 
-def _load_report(path: str, what: str) -> dict:
+def load_report(path: str, what: str) -> dict:
     """A compare.json's contents; one clear line naming ``what`` it is when it cannot be read."""
     try:
         with open(path, encoding="utf-8") as handle:
@@ -134,7 +134,7 @@ def finished_work_dirs(out_dir: str, strategy: str) -> List[str]:
     """The work dirs of ``strategy``'s finished runs in the comparison under ``out_dir`` (its
     compare.json), one a workload; runs set aside to be made again (``superseded``) are not among them."""
     path = os.path.join(out_dir, "compare.json")
-    report = _load_report(path, "comparison")
+    report = load_report(path, "comparison")
     dirs = [entry["runs"][strategy]["work_dir"] for entry in report.get("workloads", {}).values()
             if strategy in entry.get("runs", {})]
     if not dirs:
@@ -315,13 +315,16 @@ def markdown_table(report: dict) -> str:
                          + _so_far(name, entry))
         for name, runs in entry.get("superseded", {}).items():
             lines.extend(_superseded(spec, name, run, entry) for run in runs)
-    lines.append("")
-    lines.append("Wall time starts when a call's builder and runner are ready (after the imports and their worker "
-                 "checks, the same for every strategy) and sums the finished rounds.")
-    lines.append("")
-    lines.append("Search share = (search + cost-model update) / (search + update + build + run), mean over "
-                 "rounds. Per-round split in seconds, with the Pruner search's own parts:")
-    lines.append("")
+    lines += ["", "Wall time starts when a call's builder and runner are ready (after the imports and their worker "
+              "checks, the same for every strategy) and sums the finished rounds.", "",
+              "Search share = (search + cost-model update) / (search + update + build + run), mean over "
+              "rounds. Per-round split in seconds, with the Pruner search's own parts:", ""]
+    return "\n".join(lines + _round_lines(report)) + "\n"
+
+
+def _round_lines(report: dict) -> List[str]:
+    """One line a round of every run: its seconds by part and the best so far."""
+    lines = []
     for spec, entry in report["workloads"].items():
         for name, run in entry["runs"].items():
             for point in run["curve"]:
@@ -333,7 +336,7 @@ def markdown_table(report: dict) -> str:
                              f"model update {point['update_s']:.1f}, build {point['build_s']:.1f}, "
                              f"run {point['run_s']:.1f}"
                              f"{' (' + parts + ')' if parts else ''}; best {_us(point['best_latency_s'])} us")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def plot(report: dict, path: str) -> Optional[str]:

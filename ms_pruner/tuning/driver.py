@@ -180,43 +180,22 @@ def normalized_mod(mod):
     return _normalize_mod(mod)
 
 
-def tune_tir(
-    mod,
-    target,
-    work_dir: str,
-    max_trials: int,
-    strategy: str = "stock",
-    *,
-    builder="pruner",
-    runner=None,
-    seed: Optional[int] = None,
-    num_trials_per_iter: int = 64,
-    pretrained: Optional[str] = None,
-    progress: bool = True,
-    search=None,
-    cost_model: Optional[str] = None,
-    call: Optional[int] = None,
-    space: str = "auto",
-    first_round: bool = True,
-) -> TuneResult:
+def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock", *, builder="pruner",
+             runner=None, seed: Optional[int] = None, num_trials_per_iter: int = 64, pretrained: Optional[str] = None,
+             progress: bool = True, search=None, cost_model: Optional[str] = None, call: Optional[int] = None,
+             space: str = "auto", first_round: bool = True) -> TuneResult:
     """Tune ``mod`` until the work dir holds ``max_trials`` records of it for ``target``.
 
-    ``max_trials`` counts records already in ``work_dir``, so rerunning an interrupted call resumes
-    it (round log and clock continue, the cost model first learns the earlier records: resume.py)
-    and rerunning a finished one measures nothing. ``rounds`` holds every logged round of the run,
-    earlier calls' included. ``builder`` is "pruner", "stock" or a Builder; ``runner`` defaults to
-    our LocalRunner settings. ``search`` overrides the (strategy, cost model) pair that ``strategy`` names.
-    ``call`` is which call of a run made in pieces this is (0 = the first), for the round log's
-    ``session``; by default it is counted from the log, which knows only the calls that finished
-    a round, so a caller that counts its calls (compare) passes its own count.
-    ``space`` chooses the tensor-core rule families on a CUDA target (``ms_pruner.space``: auto,
-    wmma, mma, all); a space with the mma family tunes with the GPU's opt-in shared memory a block,
-    so its records carry that target. ``first_round=False``: Pruner without its first-round policy.
+    ``max_trials`` counts the records already there: a rerun resumes (round log, clock, and the
+    cost model learning the earlier records: resume.py). ``builder``: "pruner", "stock" or a Builder;
+    ``search``: a (strategy, cost model) pair instead of the one ``strategy`` names; ``call``: which
+    call of a run made in pieces this is, for the round log (compare counts its own). ``space``: the
+    tensor-core rule families (ms_pruner.space; with mma, the GPU's opt-in shared memory a block).
+    ``first_round=False``: Pruner without its first-round policy.
     """
     from tvm.s_tir import meta_schedule as ms
 
     from ..space import tuning_space
-
     from .instrument import batch_seconds
     from .interrupt import stop_unless_time_for
 
@@ -248,32 +227,14 @@ def tune_tir(
             stop_unless_time_for(max(batch_seconds(resume.rounds), default=0.0) if resume else 0.0)
             if resume is not None:
                 model, warmed_on = warmed_cost_model(model, workload, target, existing)
-            ms.tune_tir(
-                mod=workload,
-                target=target,
-                work_dir=work_dir,
-                max_trials_global=remaining,
-                num_trials_per_iter=min(num_trials_per_iter, remaining),
-                database=database,
-                cost_model=model,
-                strategy=strategy_obj,
-                space=generator,
-                seed=seed,
-                **measure,
-            )
+            ms.tune_tir(mod=workload, target=target, work_dir=work_dir, max_trials_global=remaining,
+                        num_trials_per_iter=min(num_trials_per_iter, remaining), database=database, cost_model=model,
+                        strategy=strategy_obj, space=generator, seed=seed, **measure)
         rounds += [dataclasses.asdict(r) for r in clock.rounds]
     records = records_for(database, workload, target)
     best = best_record(records)
-    return TuneResult(
-        work_dir=work_dir,
-        strategy=strategy,
-        records=len(records),
-        new_trials=len(records) - len(existing),
-        best_latency_s=mean_latency(best) if best is not None else None,
-        flops=flops,
-        wall_s=time.perf_counter() - started,
-        rounds=rounds,
-        warmed_on=warmed_on,
-        space=resolved,
-        target=str(target),
-    )
+    return TuneResult(work_dir=work_dir, strategy=strategy, records=len(records),
+                      new_trials=len(records) - len(existing),
+                      best_latency_s=mean_latency(best) if best is not None else None, flops=flops,
+                      wall_s=time.perf_counter() - started, rounds=rounds, warmed_on=warmed_on, space=resolved,
+                      target=str(target))

@@ -93,10 +93,13 @@ class FirstRoundPolicy:
         floor = int(batch * self.config.cold_family_share)
         family = family_lookup(picks + carry)
         if floor > 0 and len({family(s) for s in picks + carry}) > 1:
-            one_a_geometry = lambda members: capped_per_group(members, 1, self.facts.geometry, len(members))  # noqa: E731
-            picks, carry = with_family_floor(picks, carry, family, floor, one_a_geometry)
+            picks, carry = with_family_floor(picks, carry, family, floor, self._one_a_geometry)
         stats["families"] = dict(collections.Counter(str(family(s)) for s in picks))
         return picks, carry
+
+    def _one_a_geometry(self, members: List) -> List:
+        """``members`` with each kernel geometry's best first."""
+        return capped_per_group(members, 1, self.facts.geometry, len(members))
 
     def widen(self, picks: List, excluded: set, stats, kept: frozenset = frozenset()) -> List:
         """``picks`` with narrow operand fetches widened where the analyzer finds it no slower."""

@@ -1,0 +1,122 @@
+"""``analyze``, ``evaluate-model``, ``train`` and ``compare-seeds``: the models and results read again."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .options import add_out, seed_list, seed_value, write_text
+
+
+def add_evaluation_commands(sub) -> None:
+    analyze = sub.add_parser("analyze", help="score the static analyzer against a measured database")
+    analyze.add_argument("--db", required=True, help="MetaSchedule JSON database directory")
+    analyze.add_argument("--gpu", default=None, help="GPU spec to assume (default: from the record target)")
+    analyze.add_argument("--json", action="store_true")
+    analyze.add_argument("--ptxas", action="store_true",
+                         help="also compile each CUDA record with nvcc and hold the analyzer's registers "
+                              "against ptxas's")
+    analyze.set_defaults(func=cmd_analyze)
+
+    evaluate = sub.add_parser("evaluate-model", help="train cost models on early records, score later ones")
+    evaluate.add_argument("--db", action="append", required=True, help="database directory (repeatable)")
+    evaluate.add_argument("--models", default="analyzer,pacm,xgb",
+                          help="comma list of analyzer, pacm, pacm-transformer, xgb, xgb-trained")
+    evaluate.add_argument("--train-frac", type=float, default=0.5)
+    evaluate.add_argument("--seed", type=seed_value, default=0)
+    evaluate.add_argument("--pretrained", default=None, help="a 'ms-pruner train' file, for the model 'pretrained'")
+    evaluate.add_argument("--by-round", action="store_true",
+                          help="at each round boundary of each run's round log, the rank of the fastest later record")
+    evaluate.add_argument("--seeds", type=seed_list, default=None, help="comma list of seeds (overrides --seed), e.g. 0,1,2")
+    evaluate.add_argument("--json", action="store_true")
+    evaluate.set_defaults(func=cmd_evaluate_model)
+
+    train = sub.add_parser("train", help="pretrain PaCM offline from MetaSchedule databases")
+    train.add_argument("--db", action="append", required=True, help="database directory (repeatable)")
+    train.add_argument("--out", required=True, help="model file to write")
+    train.add_argument("--epochs", type=int, default=200)
+    train.add_argument("--time-budget", type=float, default=300.0, help="seconds")
+    train.add_argument("--seed", type=seed_value, default=0)
+    train.add_argument("--residual", choices=("transformer", "trees"), default="transformer",
+                       help="transformer: for --strategy moa; trees: a warm start for PaCM's gate")
+    train.set_defaults(func=cmd_train)
+    _add_compare_seeds_command(sub)
+
+
+def cmd_analyze(args) -> int:
+    from ..evaluation import evaluate_database
+
+    report = evaluate_database(args.db, gpu=args.gpu, ptxas=args.ptxas)
+    if args.json:
+        print(json.dumps(report.as_json()))
+        return 0
+    print(f"{'#':>4} {'predicted_us':>13} {'measured_us':>12}  note")
+    for index, record in enumerate(report.records):
+        predicted = f"{record.predicted_s * 1e6:13.1f}" if record.predicted_s is not None else f"{'invalid':>13}"
+        measured = f"{record.measured_s * 1e6:12.1f}" if record.measured_s is not None else f"{'failed':>12}"
+        print(f"{index:4d} {predicted} {measured}  {record.reason}")
+    print(
+        f"spearman {report.spearman:.3f}  recall_top10_in_top30 {report.recall_top10_in_top30:.3f}  "
+        f"n_valid {report.n_valid}/{len(report.records)}  {report.us_per_candidate:.0f} us per candidate"
+    )
+    if report.registers is not None:
+        r = report.registers
+        print(f"ptxas: {r['kernels']} kernels; spill called by both {r['spill_both']}, "
+              f"by neither {r['spill_neither']}, "
+              f"by the analyzer only {r['spill_estimate_only']}, by ptxas only {r['spill_ptxas_only']}; "
+              f"same blocks per SM {r['same_blocks_per_sm']}; median register error {r['regs_error_median']}")
+    return 0
+
+
+def cmd_evaluate_model(args) -> int:
+    from ..evaluation.model_ranking import evaluate_runs, markdown_table
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    seeds = args.seeds or [args.seed]
+    if args.by_round:
+        return _print_by_round(args.db, models, seeds[0], args.json)
+    rows = evaluate_runs(args.db, models, seeds, train_frac=args.train_frac, pretrained=args.pretrained,
+                         progress=lambda path: None if args.json else print(f"scored {path}", file=sys.stderr))
+    if args.json:
+        print(json.dumps({"train_frac": args.train_frac, "seeds": seeds, "models": models, "runs": rows}))
+        return 0
+    print(f"each run: trained on its first {args.train_frac:.0%} of records in measurement order, the rest "
+          f"scored; seeds {', '.join(map(str, seeds))}")
+    print(markdown_table(rows, models))
+    return 0
+
+
+def _print_by_round(paths, models, seed: int, as_json: bool) -> int:
+    from ..evaluation.model_ranking import by_round, by_round_table
+
+    runs = {path: by_round(path, models, seed) for path in paths}
+    if as_json:
+        print(json.dumps({"seed": seed, "models": models, "runs": runs}))
+        return 0
+    print("rank of the fastest later record under each model trained on the rounds before (1 = first)")
+    print(by_round_table(runs, models))
+    return 0
+
+
+def cmd_train(args) -> int:
+    from ..cost_model.offline import train_offline
+
+    report = train_offline(args.db, args.out, time_budget_s=args.time_budget, max_epochs=args.epochs,
+                           seed=args.seed, residual=args.residual)
+    print(f"trained on {report['samples']} records from {len(args.db)} database(s) in {report['seconds']:.1f}s "
+          f"({report['epochs']} {'rounds' if args.residual == 'trees' else 'epochs'}); wrote {args.out}")
+    return 0
+
+
+def _add_compare_seeds_command(sub) -> None:
+    seeds = sub.add_parser("compare-seeds", help="join comparisons made with different seeds into one table")
+    seeds.add_argument("dirs", nargs="+", help="compare --out directories")
+    add_out(seeds)
+    seeds.set_defaults(func=cmd_compare_seeds)
+
+
+def cmd_compare_seeds(args) -> int:
+    from ..evaluation.seeds import seeds_table
+
+    write_text(seeds_table(args.dirs), args.out)
+    return 0

@@ -1,0 +1,99 @@
+"""``tune-model`` and ``model-table``: whole torch models through Relax, next to torch."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from ..errors import UserError
+from .options import add_out, add_search_options, add_time_limit, seed_value, write_text
+
+
+def add_model_commands(sub) -> None:
+    model = sub.add_parser("tune-model", help="tune a whole torch model through Relax and check it")
+    model.add_argument("--model", required=True, help="bert-layer | resnet-block | mlp-tiny")
+    model.add_argument("--target", default="auto")
+    model.add_argument("--gpu", default=None)
+    model.add_argument("--trials", type=int, default=64, help="global trial budget over all tasks")
+    model.add_argument("--per-iter", type=int, default=64)
+    model.add_argument("--strategy", default="pruner", help="stock | pruner | moa")
+    model.add_argument("--pretrained", default=None)
+    model.add_argument("--dtype", default=None, help="float16 | float32 (default: the model's)")
+    model.add_argument("--work-dir", default=None)
+    model.add_argument("--seed", type=seed_value, default=0)
+    model.add_argument("--torch-compile", action=argparse.BooleanOptionalAction, default=True,
+                       help="also time torch.compile (skipped with --no-torch-compile)")
+    model.add_argument("--no-progress", action="store_true")
+    add_search_options(model)
+    add_time_limit(model)
+    model.set_defaults(func=cmd_tune_model)
+    _add_model_table_command(sub)
+
+
+def cmd_tune_model(args) -> int:
+    from ..hardware import resolve_target
+    from ..models import MODELS, get_model
+
+    if args.model not in MODELS:
+        raise UserError(f"unknown model '{args.model}'; known: {', '.join(sorted(MODELS))}")
+    if args.pretrained:
+        from ..cost_model import read_model_file
+
+        read_model_file(args.pretrained)
+    choice = resolve_target(args.target, args.gpu, require_device=True)
+    module, example, spec = get_model(args.model, dtype=args.dtype)
+    work_dir = args.work_dir or os.path.join("ms_pruner_work", f"{args.model}-{choice.target.kind.name}")
+
+    import torch
+
+    from ..models import compare_outputs, import_torch_model, run_executable, torch_latency, tune_relax
+    from ..models.report import write_summary
+
+    with torch.no_grad():
+        expected = module(example)
+    expected = [t.float().numpy() for t in (expected if isinstance(expected, (tuple, list)) else [expected])]
+    relax_mod = import_torch_model(module, example, nhwc=spec.nhwc and choice.is_cuda,
+                                   mixed_precision=spec.dtype == "float16")
+    result = tune_relax(relax_mod, None,
+                        choice.target, work_dir, args.trials, strategy=args.strategy, seed=args.seed,
+                        num_trials_per_iter=args.per_iter, pretrained=args.pretrained,
+                        progress=not args.no_progress, space=args.space, first_round=args.first_round)
+    outputs, seconds = run_executable(result.executable, choice.target, [example.numpy()])
+    print(f"{args.model} ({spec.dtype} compute, input {tuple(spec.input_shape)}) on {choice.target.kind.name}: "
+          f"{len(result.tasks)} tasks tuned with {args.strategy} ({args.trials} trials) in {work_dir}")
+    device = "cuda" if choice.is_cuda else "cpu"
+    torch_dtype = getattr(torch, spec.dtype) if device == "cuda" else torch.float32
+    timed, timed_input = module.to(torch_dtype), example.to(torch_dtype)
+    eager = torch_latency(timed, timed_input, device)
+    compiled = torch_latency(timed, timed_input, device, compile_model=True) if args.torch_compile else None
+    print(f"  ms_pruner {seconds * 1e6:.1f} us | torch eager "
+          f"{f'{eager * 1e6:.1f} us' if eager else 'n/a'} | torch.compile "
+          f"{f'{compiled * 1e6:.1f} us' if compiled else ('n/a' if args.torch_compile else 'skipped')}")
+    mismatch = compare_outputs([o.astype("float32") for o in outputs], expected, spec.dtype)
+    write_summary(work_dir, {
+        "model": args.model, "dtype": spec.dtype, "target": str(choice.target), "target_kind": choice.target.kind.name,
+        "strategy": args.strategy, "trials": args.trials, "seed": args.seed, "tasks": len(result.tasks),
+        "tuning_wall_s": result.rounds[-1]["wall_s"] if result.rounds else 0.0, "latency_s": seconds,
+        "torch_eager_s": eager, "torch_compile_s": compiled, "outputs_match": mismatch is None, "mismatch": mismatch,
+    })
+    if mismatch:
+        print(f"ms-pruner: error: {args.model}: {mismatch}", file=sys.stderr)
+        return 1
+    print(f"  outputs match torch ({len(outputs)} output(s))")
+    return 0
+
+
+def _add_model_table_command(sub) -> None:
+    table = sub.add_parser("model-table", help="join tune-model runs (their work dirs) into one Markdown table: "
+                                               "each strategy next to torch eager and torch.compile")
+    table.add_argument("work_dirs", nargs="+", help="tune-model work dirs (or their tune_model.json)")
+    add_out(table)
+    table.set_defaults(func=cmd_model_table)
+
+
+def cmd_model_table(args) -> int:
+    from ..models.report import model_table, read_summaries
+
+    write_text(model_table(read_summaries(args.work_dirs)), args.out)
+    return 0
