@@ -53,15 +53,6 @@ def read_json(path: str) -> dict:
         return json.load(handle)
 
 
-def write_text(text: str, out=None) -> None:
-    """A report to ``out`` (a path) when given, else to stdout."""
-    if out:
-        with open(out, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    else:
-        sys.stdout.write(text)
-
-
 def git_commit() -> str:
     """The commit the figures come from, ``+dirty`` when the tree has uncommitted changes."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -16,7 +16,8 @@ import math
 import sys
 from typing import List, Optional
 
-from _common import read_json, write_text
+from _common import read_json
+from ms_pruner.cli.options import write_text
 from ms_pruner.evaluation import RecordEstimate, group_by_geometry
 
 
