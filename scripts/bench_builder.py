@@ -1,6 +1,13 @@
-"""Builder on tensor-core candidates, no GPU needed: lowering errors (ours vs stock) and nvcc builds.
+"""Builder on tensor-core candidates, no GPU needed: lowering errors (ours vs stock) and nvcc builds;
+with ``--pool``, seconds per batch with a fresh worker pool each batch (MetaSchedule's LocalBuilder)
+against one pool kept across batches (``KeptPoolBuilder``).
 
     python scripts/bench_builder.py --out docs/results/cpu/builder.json
+    python scripts/bench_builder.py --pool --out docs/results/cpu/builder_pool.json
+
+With ``--pool`` both build the same batches with the same build functions (nvcc to cubin where nvcc
+is present), alternating fresh and kept batch by batch; the kept pool's workers are started before
+its first batch and timed apart (``start_s``), as a tuning session starts them before its clock.
 """
 
 import argparse
@@ -14,15 +21,22 @@ from _common import command_line, machine, write_json  # noqa: E402
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", default="matmul:4096x4096x4096:float16:float32")
     parser.add_argument("--candidates", type=int, default=32)
     parser.add_argument("--nvcc-builds", type=int, default=8)
+    parser.add_argument("--pool", action="store_true", help="time a fresh pool a batch against a kept one")
+    parser.add_argument("--gpu", default="h100", help="with --pool")
+    parser.add_argument("--batches", type=int, default=3, help="with --pool")
+    parser.add_argument("--per-batch", type=int, default=8, help="with --pool")
+    parser.add_argument("--workers", type=int, default=None, help="with --pool; default: the physical cores")
     parser.add_argument("--out", default="docs/results/cpu/builder.json")
     args = parser.parse_args()
 
     from ms_pruner.intrinsics import register_tensor_intrinsics
     register_tensor_intrinsics()
+    if args.pool:
+        return pool_batches(args)
     from tvm.s_tir.meta_schedule.builder import BuilderInput
     from tvm.s_tir.meta_schedule.builder.local_builder import default_build
 
@@ -70,6 +84,49 @@ def main():
         result["gpus"][gpu] = entry
         print(gpu, entry)
     write_json(args.out, result)
+
+
+def _built(results) -> dict:
+    from ms_pruner.builder import device_module_formats
+
+    formats = {f for r in results if not r.error_msg for f in device_module_formats(str(r.artifact_path))}
+    return {"errors": sum(1 for r in results if r.error_msg), "formats": sorted(formats)}
+
+
+def pool_batches(args):
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+    from ms_pruner.builder import build_candidate, default_max_workers, export_candidate
+    from ms_pruner.builder.pool import KeptPoolBuilder
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.workloads import parse_workload
+
+    workers = args.workers or default_max_workers()
+    target = get_gpu_spec(args.gpu).target()
+    schedules = DesignSpace(parse_workload(args.workload).prim_func(), target).sample(
+        args.batches * args.per_batch, seed=11)
+    batches = [[BuilderInput(s.mod, target) for s in schedules[i * args.per_batch:(i + 1) * args.per_batch]]
+               for i in range(args.batches)]
+    fresh = ms.builder.LocalBuilder(max_workers=workers, timeout_sec=120.0, f_build=build_candidate,
+                                    f_export=export_candidate)
+    kept = KeptPoolBuilder(max_workers=workers, timeout_sec=120.0, f_build=build_candidate, f_export=export_candidate)
+    start = time.perf_counter()
+    kept.start_workers()
+    start_s = time.perf_counter() - start
+    rows = []
+    for index, batch in enumerate(batches):
+        row = {"batch": index, "candidates": len(batch)}
+        for name, builder in (("fresh", fresh), ("kept", kept)):
+            start = time.perf_counter()
+            results = builder.build(batch)
+            row[name] = dict(seconds=time.perf_counter() - start, **_built(results))
+        rows.append(row)
+        print(row)
+    kept.close()
+    write_json(args.out, {"command": command_line(), "machine": machine(), "workload": args.workload,
+                          "target": str(target), "workers": workers, "start_s": start_s, "batches": rows})
 
 
 if __name__ == "__main__":
