@@ -13,6 +13,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "PaCM": ("ms_pruner.cost_model", "PaCM"),
     "PrunerSearch": ("ms_pruner.search", "PrunerSearch"),
+    "PrunerConfig": ("ms_pruner.search", "PrunerConfig"),
+    "FirstRoundConfig": ("ms_pruner.search", "FirstRoundConfig"),
     "StaticAnalyzer": ("ms_pruner.analysis", "StaticAnalyzer"),
     "GPUSpec": ("ms_pruner.hardware", "GPUSpec"),
     "make_builder": ("ms_pruner.builder", "make_builder"),

@@ -20,7 +20,7 @@ would measure).
 
 With ``--db`` and ``--target-us``, each run also reads its picks against the databases' records:
 by shape (geometry and fetch widths: ``shape_hit_odds``) and, one level finer, by how each pick's
-warp loops its fragments (``arrangement_hit_odds``, docs/analyzer.md "Within one warp tile").
+warp loops its fragments (``arrangement_hit_odds``, docs/analyzer.md, section 3).
 """
 
 import argparse

@@ -24,8 +24,7 @@ its estimated time (a stand-in that only decides whose neighbours are built; the
 
 times only the cold round of a workload that has no measured database (the warm case needs one).
 ``--ptxas`` compiles every round's picks with nvcc after the round's clock and reports their
-registers against the analyzer's (``pick_registers``; docs/analyzer.md, "Warp tiles the code does
-not tell apart").
+registers against the analyzer's (``pick_registers``; docs/analyzer.md, section 3).
 
 ``--db`` may also be an ``llvm`` database (``tests/data/cpu_pruner_seed0/<workload>``, with
 ``--per-iter 16``): the same rounds on this machine's CPU target.
@@ -105,7 +104,7 @@ def pick_registers(candidates, target) -> dict:
     ptxas's, whether ptxas spills]. ``squeezed`` counts the kernels ptxas fits in fewer registers
     than the analyzer counts without spilling, where the analyzer's count is within the cap (for 16
     accumulator fragments a warp, nvcc's 167-196 against the analyzer's 184-192: on the H100 those
-    measured 1.5-2.2x their estimate, docs/analyzer.md "Warp tiles the code does not tell apart")."""
+    measured 1.5-2.2x their estimate, docs/analyzer.md, section 3)."""
     from ms_pruner.analysis import StaticAnalyzer
 
     analyzer = StaticAnalyzer.for_target(target)

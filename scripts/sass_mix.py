@@ -12,7 +12,7 @@ warp layout and per-warp fragment tile, read from MultiLevelTilingTensorCore's f
 decisions (``[block, block, warps, serial, inner]``). ``--min-blocks N`` compiles each kernel with
 ``__launch_bounds__(threads, N)``, to see what ptxas does with that hint. Summary: per (warps, fragments per warp), the
 measured and estimated latencies. It asks whether the code tells apart records the analyzer ties
-(docs/analyzer.md, "Warp tiles the code does not tell apart"); no GPU is needed.
+(docs/analyzer.md, section 3); no GPU is needed.
 
     python scripts/sass_mix.py --read FILE [--geometry SUBSTRING] [--target-us US]
 

@@ -25,7 +25,7 @@ H100_RUNS = os.path.join(REPO_ROOT, "docs", "results", "h100", "work.tgz")
 def h100_runs(tmp_path_factory):
     """The databases of this project's own H100 runs (docs/results/h100/work.tgz), unpacked once:
     ``runs("conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32", "stock")`` is that run's work dir, the
-    earliest one where a later lending made the run again (its work dir's name ends in its start time)."""
+    earliest one where a later session made the run again (its work dir's name ends in its start time)."""
     import glob
     import tarfile
 

@@ -447,7 +447,7 @@ def _analyzer_and_source_widths(records, analyzer):
 
 @pytest.mark.slow
 def test_fetch_widths_of_h100_conv2d_records_match_generated_cuda(h100_runs, tensor_intrinsics):
-    """The 128 conv2d candidates stock MetaSchedule measured in the first H100 lending (the run's first
+    """The 128 conv2d candidates stock MetaSchedule measured on the H100 on 2026-11-24 (the run's first
     two rounds): a padded input fetch stays one predicated vector load when, with the loops' ranges
     known, its bounds test does not read the vector lane; a test on the unsimplified condition called
     57 of these scalar."""
@@ -465,12 +465,12 @@ def test_fetch_widths_of_h100_conv2d_records_match_generated_cuda(h100_runs, ten
 
 @pytest.mark.slow
 def test_analyzer_ranks_h100_conv2d_records(h100_runs, capsys, tensor_intrinsics):
-    """Stock MetaSchedule's conv2d run on the H100. Its first 128 trials (123 ran, the first lending):
+    """Stock MetaSchedule's conv2d run on the H100. Its first 128 trials (123 ran, 2026-11-24):
     Spearman 0.40 and a third of the ten fastest in the analyzer's top 30 while padded vector fetches
     were read as scalar loads; 0.63 and 0.92 before spilled accumulators waited on local memory and
     im2col divisions cost issue slots (0.734, 1.0); 0.765, 1.0 since a warp's own path issues its
     copy's divisions and sub-partitions share warps unevenly; 0.775, 1.0 with the sub-partition
-    balance on shared memory. All 256 (250 ran; rounds 2-3 in the second lending, evolved towards the
+    balance on shared memory. All 256 (250 ran; rounds 2-3 on 2026-11-26, evolved towards the
     fast block layouts): Spearman 0.872, 19 of the 25 fastest in the top 30%; 0.898 since an output
     address that keeps its im2col divisions pays for them in the write-back."""
     from ms_pruner.cli import main
@@ -525,7 +525,7 @@ def test_a_row_split_that_keeps_im2col_divisions_in_the_output_address_costs_its
 
 @pytest.mark.slow
 def test_output_divisions_in_generated_cuda_are_read_from_vector_stores_too(h100_runs, tensor_intrinsics):
-    """scripts/output_divisions.py's truth (``_common.address_divides``) against the analyzer on the
+    """The generated CUDA's output divisions (``_common.address_divides``) against the analyzer on the
     stock conv2d run: record 8 stores float4s through ``*(float4*)(conv2d_nhwc_ptr + ADDR)`` with
     ``/ 3136`` in ADDR, which a reading of scalar ``conv2d_nhwc_ptr[ADDR]`` stores missed (90 records
     the analyzer alone seemed to charge); record 59 divides only blockIdx and threadIdx terms, once a

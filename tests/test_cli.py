@@ -217,7 +217,7 @@ def test_summary_says_when_stock_found_its_best_beside_the_speedup():
               "workloads": {SPEC: {"runs": runs, "summary": summary}}}
     assert f"| `{SPEC}` | 440.0 | 420.0 | 450, 330 | 150 | 3.00x |" in markdown_table(report)
 
-    # A Pruner run cut by a lending's end: its finished rounds already say whether it reached stock's best.
+    # A Pruner run cut by a call's end: its finished rounds already say whether it reached stock's best.
     for points, said in (([(60, 4.5e-4), (110, 4.4e-4)], "it reached stock's final best at 110 s, 4.09x sooner"),
                          ([(60, 4.5e-4)], "not yet at stock's final best (440.0 us)")):
         cut = {"runs": {"stock": runs["stock"]}, "summary": summarize({"stock": runs["stock"]}),
@@ -241,7 +241,7 @@ def test_summary_says_when_stock_found_its_best_beside_the_speedup():
 
 @pytest.mark.slow
 def test_interrupt_keeps_measured_records(tmp_path):
-    """SIGINT mid-tuning (Ctrl-C, `timeout -s INT` on a lent GPU): one line, exit 130, records kept."""
+    """SIGINT mid-tuning (Ctrl-C, `timeout -s INT` at a call's limit): one line, exit 130, records kept."""
     import signal
     import time
 
@@ -351,7 +351,7 @@ def test_time_limit_budgets_a_new_run_by_the_longest_round_of_the_process():
 
 @pytest.mark.slow
 def test_compare_cut_by_a_time_limit_resumes_the_cut_run(tmp_path):
-    """`timeout -s INT` stops `compare` mid-run (a lent GPU's ten-minute call): the next call resumes that run
+    """`timeout -s INT` stops `compare` mid-run (a ten-minute call's limit): the next call resumes that run
     in its work dir rather than starting it again, continuing its rounds, trial count and clock, with the
     cost model first trained on the records measured so far."""
     import signal
@@ -435,7 +435,7 @@ def test_compare_counts_a_call_cut_before_its_first_round(tmp_path):
 
 @pytest.mark.slow
 def test_a_comparison_restored_on_another_machine_resumes_its_cut_run(tmp_path):
-    """A lending's comparison, cut with a run pending, is committed as compare.json plus an archive of its work
+    """A comparison made elsewhere, cut with a run pending, is committed as compare.json plus an archive of its work
     dirs; restored under another --out (another machine's), `compare` resumes that run from its records there,
     and a comparison made under other settings is refused before anything is unpacked."""
     import shutil
@@ -448,7 +448,7 @@ def test_a_comparison_restored_on_another_machine_resumes_its_cut_run(tmp_path):
     from ms_pruner.tuning.restore import restore_comparison
     from ms_pruner.workloads import parse_workload
 
-    lent = tmp_path / "lent" / "compare"
+    lent = tmp_path / "elsewhere" / "compare"
     cut_dir = lent / "work" / SPEC.replace(":", "_") / "stock-cut"
     choice = resolve_target("llvm")
     tune_tir(parse_workload(SPEC).prim_func(), choice.target, str(cut_dir), 8, strategy="stock", seed=0,
@@ -494,7 +494,7 @@ def test_a_restored_finished_run_set_aside_is_made_again(tmp_path):
     from ms_pruner.tuning.compare import comparison_settings
     from ms_pruner.tuning.restore import restore_comparison
 
-    lent = tmp_path / "lent"
+    lent = tmp_path / "elsewhere"
     args = ["compare", "--workload", SPEC, "--target", "llvm", "--trials", "8", "--per-iter", "8",
             "--strategies", "stock", "--seed", "0", "--no-progress"]
     assert main(args + ["--out", str(lent)]) == 0

@@ -10,9 +10,9 @@ H100_CONV2D = "conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32"
 @pytest.mark.slow
 def test_schedules_an_unroll_depth_apart_that_compile_alike_are_told_apart_before_measuring(
         h100_runs, tensor_intrinsics):
-    """The second H100 lending's Pruner conv2d run, first 96 records in measurement order: each is
+    """The H100 Pruner conv2d run of 2026-11-26, first 96 records in measurement order: each is
     asked ``repeats`` against those before it, and the answer is held against its generated CUDA
-    (same source, same kernel). 8 of them repeated a kernel (scripts/same_kernels.py: 34 of 256)."""
+    (same source, same kernel). 8 of them repeated a kernel (docs/results/h100/same_kernels.json.gz: 34 of 256)."""
     from ms_pruner.database import replay_record
     from ms_pruner.builder import cuda_sources
     from ms_pruner.search.same_kernel import SameKernels, unroll_free_decisions

@@ -485,7 +485,7 @@ def test_split_cold_batch_then_a_resumed_call_on_llvm(tmp_path):
 
 @pytest.mark.slow
 def test_a_call_resumed_after_the_cold_half_measures_the_rest_of_its_batch_first(tmp_path):
-    """A lent GPU's call can end between the cold half and its follow-up (a time limit with no time
+    """A time-limited call can end between the cold half and its follow-up (a time limit with no time
     for the follow-up). The next call finds the cold half's records alone: its first rounds are the
     follow-up's two slices, the rest of that batch (a warm draft standing in for the cold draft the
     last process held, and neighbours of the best), so the run's batches stay aligned with stock's;
@@ -600,7 +600,7 @@ def test_wide_fetch_variants_cover_the_two_widest_draws_of_each_operand_fetch(te
     family = decisions_but_operand_fetches(base)  # the decisions but the operand fetches': the same in each
     assert all(decisions_but_operand_fetches(v.trace) == family for v in variants)
     assert any(decisions_but_operand_fetches(other.trace) != family for other in space.sample(2, seed=4))
-    # What each decision sets (scripts/neighbour_reach.py counts measured neighbours by it): a variant
+    # What each decision sets (measured neighbours are counted by it): a variant
     # differs from its base in an operand fetch only, and the kinds name the sketch's decisions.
     from ms_pruner.search import decision_kinds, decision_values
 

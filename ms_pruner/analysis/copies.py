@@ -5,8 +5,8 @@ divisions its im2col index computes, whether code generation scalarizes its vect
 storage_align padding) come from evaluating its index expressions and from TVM's arithmetic
 simplifier: most of a conv2d candidate's analysis. They depend only on the copy block and the
 loops around it, and the candidates of one search share most copies: a cold conv2d round on the
-H100 target walked 4236 copies and computed 865 of them (docs/results/cpu/
-search_overhead_conv2d_pruner_copies.json; a mutation changes one tile or one annotation and leaves
+H100 target walked 4236 copies and computed 865 of them (``scripts/bench_search.py``'s round log:
+``copies_walked``, ``copies_computed``; a mutation changes one tile or one annotation and leaves
 the other operand's fetch as it was). So they are kept by a structural
 hash of the block with its loop variables, plus the loops' extents, kinds and thread tags (all that
 ``copy_facts`` reads of a loop: an unroll depth changed on the loop around a copy leaves it as it was).

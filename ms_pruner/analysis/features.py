@@ -20,7 +20,7 @@ BASE_REGISTERS = 24.0  # indices, pointers and loop counters of a tiled kernel
 # A software-pipelined kernel's further registers: the shared addresses of each stage's copies and
 # ldmatrix loads and the stage counters. Set on sampled mma candidates of the 4096^3 matmul for
 # the H100 (seed 0); the spill call then matched ptxas on those and on 32 A100 candidates drawn after
-# (docs/analyzer.md, "Pipelined mma kernels").
+# (docs/analyzer.md, section 2).
 PIPELINED_EXTRA_REGISTERS = 24.0
 
 

@@ -4,7 +4,7 @@ Records of one tile geometry (same block tile, warps and fragments a warp) get t
 estimate and the same pattern tokens, yet measure several per cent apart on the H100: the split of
 the grid between blockIdx.y and blockIdx.x (which blocks run together, so what they share in L2),
 and the order of a warp's fragment loops (S3 x S4, which ptxas schedules differently) differ
-between them (docs/analyzer.md, "Within one warp tile"). Those are trace decisions, known before
+between them (docs/analyzer.md, section 3). Those are trace decisions, known before
 a candidate is built, so the verify model sees them directly.
 
 Layout (``KNOB_DIM`` floats, slog-scaled, zero where a trace has fewer decisions):

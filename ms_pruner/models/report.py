@@ -1,7 +1,7 @@
 """One JSON summary per ``tune-model`` run and the table that puts runs side by side.
 
 Whole-model comparisons (stock vs Pruner vs torch) are made of separate ``tune-model`` runs, one
-per strategy, often in separate calls on a lent GPU; each leaves ``tune_model.json`` in its work
+per strategy, often in separate time-limited calls; each leaves ``tune_model.json`` in its work
 dir and ``model_table`` joins them.
 """
 

@@ -124,7 +124,7 @@ def decision_kinds(trace) -> Tuple[str, ...]:
     Nth tile split of the trace), ``operand fetch N`` (the vector length of the Nth operand's copy
     into shared memory), else the annotation its draw feeds (``meta_schedule.cooperative_fetch``
     for the write-back's, ``meta_schedule.unroll_explicit``) or ``categorical``. Lets measured
-    one-decision neighbours be told apart by what moved (scripts/neighbour_reach.py)."""
+    one-decision neighbours be told apart by what moved."""
     from .fetch_width import operand_fetch_decisions
 
     base = trace.simplified(remove_postproc=True)

@@ -6,7 +6,7 @@ pragma could unroll is unrolled, a larger depth changes nothing: lowering gives 
 code generation the same kernel. In the H100 Pruner conv2d run of 2026-11-26, 256 records were
 222 distinct CUDA kernels: 34 measurements repeated a kernel, all of them schedules one unroll
 decision away from a measured one, most of them Droplet's unroll neighbours of the best; the
-matmul run of 2026-11-24 had the same count (docs/search.md, "Kernels measured twice").
+matmul run of 2026-11-24 had the same count (docs/search.md, one round).
 
 So a candidate whose other decisions equal those of a measured schedule (or of one already picked
 for the batch) is lowered, and so is that schedule, and the candidate is dropped when both lower to

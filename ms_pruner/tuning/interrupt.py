@@ -10,7 +10,7 @@ A second SIGINT raises at once, for when the round itself hangs.
 
 A time limit (``--time-limit``) stops the same way, at a round boundary, when another round as long
 as the longest so far (of any run in the process) would end past it: a call with a fixed allowance
-(a lent GPU's ten minutes) ends after its last whole round instead of being cut in the middle of
+(a GPU machine rented by the ten-minute call) ends after its last whole round instead of being cut in the middle of
 one, which loses that round's search (and build) when the cut comes before its run.
 """
 
@@ -71,8 +71,8 @@ def stop_unless_time_for(round_s: float = 0.0, follow_up_s: Optional[float] = No
 
     ``follow_up_s`` budgets a next round that measures the rest of the batch the round just
     finished began (PrunerSearch's follow-up after its cold half): a part of a batch, not a whole
-    one, so it is budgeted at its own estimate, not at the longest batch (which would end a lent
-    GPU's call with the cold round half measured when the call had time for the rest).
+    one, so it is budgeted at its own estimate, not at the longest batch (which would end a
+    time-limited call with the cold round half measured when the call had time for the rest).
     """
     round_s = follow_up_s if follow_up_s is not None else max(round_s, _State.longest_round_s)
     if _State.deadline is None or round_s <= 0:

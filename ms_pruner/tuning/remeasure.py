@@ -1,6 +1,6 @@
 """Measuring a work dir's best records again, here: is this machine as fast as the one that tuned?
 
-A comparison can span lent machines (restore.py): a run measured on one GPU is compared with a run
+A comparison can span machines (restore.py): a run measured on one GPU is compared with a run
 measured on another of the same kind. The best records of the earlier run, built and run again here
 with the same builder and runner settings, say how far apart the two machines' timings are.
 """

@@ -1,8 +1,9 @@
-"""Going on, on another machine, with a comparison that a lent GPU's session left unfinished.
+"""Going on, on another machine, with a comparison an earlier session left unfinished.
 
-A lent GPU is given back after each session, and with it the work dirs of a comparison the
-session's end cut. What the session committed, its ``compare.json`` and an archive of its work
-dirs, is enough to go on: ``restore_comparison`` puts them where ``compare --out`` finds them.
+A GPU machine used for a session only keeps nothing after it, the work dirs of a comparison its
+end cut included. What the session committed, its ``compare.json`` and an archive of its work
+dirs, is enough to go on: ``restore_comparison`` puts them where ``compare --out`` finds them
+(``ms-pruner restore``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Going on with a tuning run that an earlier call left in its work dir.
 
-A lent GPU gives ten minutes a call, and a 256-trial run can need more; ``timeout -s INT`` then
+A call may have a fixed allowance (a GPU rented by the ten-minute call), and a 256-trial run can
+need more; ``timeout -s INT`` then
 stops it at a round boundary (interrupt.py) with every measured record in the database, and the
 next call resumes. Two things would make the resumed run differ from one that was never cut:
 
@@ -79,7 +80,7 @@ def warmed_cost_model(model, workload, target, records, num_threads: Optional[in
 
     The schedules are the records' traces replayed with their postprocessing, as MetaSchedule
     measured them, on ``num_threads`` threads (a resumed call's first round waits for them: warming
-    on 192 records took 5.6-6.3 s in one thread on a 2-core AMD EPYC, docs/results/cpu/resume/);
+    on 192 records took 5.6-6.3 s in one thread on a 2-core AMD EPYC);
     failed runs go in as MetaSchedule stores them (1e10 s). Other names ("random") come back
     unchanged, having nothing to learn.
     """

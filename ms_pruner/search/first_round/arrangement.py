@@ -5,8 +5,8 @@ fragments along a dimension are its S3 x S4 factors, S3 looped outside the inner
 and S4 inside it. Re-splitting S3 x S4 keeps the kernel geometry (grid, warps, fragments a warp,
 tiles) and everything the analyzer estimates, while ptxas allots such kernels registers and
 schedules their HMMAs differently: on the H100's 4096^3 matmul, the favourite geometry's records
-measured 1-5% apart between arrangements of one fetch-width variant (docs/analyzer.md, "Within one
-warp tile"). A cold round cannot rank them, so it takes them in turn (geometry.spread_variants).
+measured 1-5% apart between arrangements of one fetch-width variant (docs/analyzer.md, section 3).
+A cold round cannot rank them, so it takes them in turn (geometry.spread_variants).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ On a GPU the cold round measures part of its batch; the rest is measured around 
 (pruner.py), in ``follow_up_slices`` rounds rather than one. A tuning run's time to a latency is
 counted at round ends: the first slice comes back sooner (the same search, model update and
 build start, half the candidates to build and run), and the next slice is chosen with its results
-in, Droplet neighbours of the best kernel so far (docs/search.md, "The follow-up in slices").
+in, Droplet neighbours of the best kernel so far (docs/search.md, the first-round policy).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The analyzer estimates the favourite matmul geometry's 36 arrangement and wide f
 within 1%; ptxas gives 8 of those arrangements 242-255 registers a thread at every fetch width and
 one arrangement (``i 1x4, j 2x2``) 216-239 at one or two widths. On the H100 those low cells were the
 fastest kernels of 512 measured (422.0 and 430.2 us against a median of ~449 for the ties;
-docs/search.md, "Fragment arrangements in turn"). The register count is known without a GPU, from
+docs/search.md, the first-round policy). The register count is known without a GPU, from
 the compile the builder makes anyway (~1 s a candidate with nvcc), so a cold round compiles its
 favourite geometry's first tied members and measures first those ptxas allots clearly fewer
 registers than the ties' median, alternating with the others in their turns.
