@@ -13,6 +13,13 @@ H100_MM4096 = shared_database(*_H100_MM4096)
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 
 
+def needs_gpu(test):
+    """A test that measures on a CUDA device: marked ``gpu``, skipped where there is none."""
+    from ms_pruner.hardware import cuda_device_name
+
+    return pytest.mark.gpu(pytest.mark.skipif(cuda_device_name() is None, reason="no CUDA device")(test))
+
+
 def needs_h100_data(test):
     """A test that reads ../shared/data: marked ``data``, skipped where the data is absent."""
     return pytest.mark.data(pytest.mark.skipif(not os.path.isdir(H100_MM4096), reason="../shared/data not present")(test))

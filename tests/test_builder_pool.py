@@ -11,10 +11,6 @@ from ms_pruner.search import DesignSpace
 from ms_pruner.workloads import parse_workload
 
 
-def _worker_pids(builder):
-    return sorted(worker._proc.pid for worker in builder._pool._worker_map.values() if worker._proc is not None)
-
-
 def _inputs(schedules, target):
     from tvm.s_tir.meta_schedule.builder import BuilderInput
 
@@ -29,11 +25,11 @@ def test_workers_started_once_serve_every_batch_and_build_runnable_kernels():
     builder = make_builder("pruner", max_workers=2)
     try:
         builder.start_workers()
-        started = _worker_pids(builder)
+        started = builder.worker_pids()
         assert len(started) == 2
         first = builder.build(_inputs(schedules[:3], target))
         second = builder.build(_inputs(schedules[3:], target))
-        assert _worker_pids(builder) == started, "a batch started new worker processes"
+        assert builder.worker_pids() == started, "a batch started new worker processes"
         assert [r.error_msg for r in first + second] == [None] * 6
         a, b = np.random.rand(32, 32).astype("float32"), np.random.rand(32, 32).astype("float32")
         for result in first + second:
@@ -43,7 +39,7 @@ def test_workers_started_once_serve_every_batch_and_build_runnable_kernels():
             np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-5)
     finally:
         builder.close()
-    assert builder._pool is None
+    assert not builder.running
 
 
 def test_a_worker_is_replaced_after_its_uses():
@@ -52,13 +48,13 @@ def test_a_worker_is_replaced_after_its_uses():
     target = llvm_target(2)
     schedules = DesignSpace(parse_workload("matmul:32x32x32:float32:float32").prim_func(), target).sample(3, seed=5)
     builder = KeptPoolBuilder(max_workers=1, timeout_sec=60.0, f_build=build_candidate, f_export=export_candidate,
-                              uses_per_worker=2)
+                              uses_per_worker=3)
     try:
         builder.build(_inputs(schedules[:2], target))
-        first = _worker_pids(builder)
+        first = builder.worker_pids()  # the worker's third use
         results = builder.build(_inputs(schedules[2:], target))
         assert results[0].error_msg is None
-        assert _worker_pids(builder) != first
+        assert builder.worker_pids() != first
     finally:
         builder.close()
 

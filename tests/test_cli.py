@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, needs_gpu
 from ms_pruner.cli import main
 from ms_pruner.hardware import cuda_device_name
 from ms_pruner.tuning import mean_latency, open_database
@@ -526,3 +526,19 @@ def test_a_restored_finished_run_set_aside_is_made_again(tmp_path):
     assert again["work_dir"] != str(old_dir) and again["calls"] == 1 and len(_record_keys(again["work_dir"])) == 8
     assert entry["superseded"]["stock"][0]["best_latency_s"] == earlier["best_latency_s"]
     assert f"an earlier run (`{old_dir}`) was set aside" in (out / "compare.md").read_text()
+
+
+@needs_gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("space", ["wmma", "mma"])
+def test_a_gpu_tunes_each_rule_family_and_its_best_kernel_computes_the_product(tmp_path, capsys, space):
+    """On a GPU: 16 trials of a 1024^3 fp16 matmul in one rule family measure valid kernels (the
+    mma family's use more than the tag's 48 KB of dynamic shared memory, which TVM's CUDA runtime
+    opts into), and the best one computes the product (``check``)."""
+    spec = "matmul:1024x1024x1024:float16:float32"
+    work_dir = str(tmp_path / space)
+    assert main(["tune", spec, "--target", "cuda", "--trials", "16", "--per-iter", "16", "--space", space,
+                 "--work-dir", work_dir, "--no-progress", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["best_latency_s"] and result["space"] == space
+    assert main(["check", "--work-dir", work_dir, "--workload", spec, "--target", "cuda"]) == 0

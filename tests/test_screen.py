@@ -41,7 +41,7 @@ def test_screened_sampler_replays_only_draws_verify_gpu_code_may_pass(tensor_int
     draws = []
     for _ in range(240):
         sketch = sampler.sketches[rng.randrange(len(sampler.sketches))]
-        decisions = sampler._draw(sketch, rng)
+        decisions = sampler.draw(sketch, rng)
         draws.append((sketch, decisions, sketch.exceeds(sketch.features(decisions), limits)))
     from tvm.s_tir.schedule import Trace
 
@@ -80,5 +80,5 @@ def test_sketches_with_other_decisions_are_left_to_metaschedules_sampler():
     from ms_pruner.search import PrunerSearch
 
     strategy = PrunerSearch(seed=0)
-    strategy._initialize_with_tune_context(context)
+    ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy, num_threads=1)
     assert strategy.sampler is None and not strategy.settings.screen_samples and strategy.settings.cold_samples == 50

@@ -76,6 +76,18 @@ class KeptPoolBuilder(PyBuilder):
         for future in futures:
             future.result()
 
+    def worker_pids(self) -> List[int]:
+        """The worker processes' ids, one task each (as ``start_workers`` reaches them); each task
+        counts as one of its worker's uses."""
+        pool = self._executor()
+        futures = [pool.submit(os.getpid) for _ in range(self.max_workers)]
+        return sorted(future.result() for future in futures)
+
+    @property
+    def running(self) -> bool:
+        """Whether the pool holds worker processes (``close`` stops them)."""
+        return self._pool is not None
+
     def build(self, build_inputs: List[BuilderInput]) -> List[BuilderResult]:
         from tvm.s_tir.meta_schedule.builder.local_builder import _serialize_params, _worker_func
         from tvm.support.popen_pool import StatusKind

@@ -159,7 +159,7 @@ class ScreenedSampler:
             jobs = []  # (sketch, decisions, row, audited)
             for _ in range(size):
                 sketch = self.sketches[rng.randrange(len(self.sketches))]
-                decisions = self._draw(sketch, rng)
+                decisions = self.draw(sketch, rng)
                 row = sketch.features(decisions)
                 self.stats["drawn"] += 1
                 audited = False
@@ -209,7 +209,9 @@ class ScreenedSampler:
             verdicts.append(sketch.exceeds(sketch.features(decisions), self.limits))
         return all(verdicts) if verdicts else None
 
-    def _draw(self, sketch: SketchDecisions, rng: random.Random) -> Dict:
+    def draw(self, sketch: SketchDecisions, rng: random.Random) -> Dict:
+        """One random decision per sampling instruction of ``sketch`` (tile splits by factor, the rest
+        by their candidates), drawn without a replay."""
         decisions, tiles = {}, iter(sketch.extents)
         for inst in sketch.insts:
             if inst.kind.name in TILE_SAMPLES:
