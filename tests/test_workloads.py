@@ -42,7 +42,9 @@ def test_suites_parse():
         workloads = get_suite(name)
         assert workloads
     assert len(get_suite("resnet50-convs")) >= 20
-    assert all(w.in_dtype == "float16" for w in get_suite("bert-gemms"))
+    tensorcore = get_suite("tensorcore")
+    assert len(tensorcore) >= 8 and all(w.in_dtype == "float16" for w in tensorcore)
+    assert len({w.kind for w in tensorcore}) >= 5 and {w.out_dtype for w in tensorcore} == {"float16", "float32"}
     with pytest.raises(UserError, match="unknown suite"):
         get_suite("nope")
 

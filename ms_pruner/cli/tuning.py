@@ -62,7 +62,7 @@ def _add_comparison_settings(parser) -> None:
 def _add_comparison_commands(sub) -> None:
     compare = sub.add_parser("compare", help="stock MetaSchedule vs Pruner (vs MoA), same trials and seed")
     compare.add_argument("--workload", action="append", default=[], help="workload spec (repeatable)")
-    compare.add_argument("--suite", default=None, help="named suite (cpu-small, tensorcore-small, ...)")
+    compare.add_argument("--suite", default=None, help="named suite (tensorcore, resnet50-convs, cpu-small)")
     compare.add_argument("--strategies", default="stock,pruner", help="comma list of stock, pruner, moa")
     compare.add_argument("--pretrained", default=None, help="PaCM model for moa")
     compare.add_argument("--out", required=True, help="directory for compare.json/.md/.png and work dirs")

@@ -75,12 +75,25 @@ class PipelineDepths(PyScheduleRule):
     def apply(self, sch, block) -> list:
         drop_unpipelined = self.only_pipelined and _is_reduction(sch, block)
         spaces = []
-        for space in self.inner.apply(sch, block):
+        for space in self._inner_spaces(sch, block):
             variants = self._at_depths(space)
             if drop_unpipelined:
                 variants = [v for v in variants if outer_stage_annotation(v.trace)]
             spaces.extend(variants)
         return spaces
+
+    def _inner_spaces(self, sch, block) -> list:
+        """``inner``'s spaces for ``block``; ``sch`` as it is where the rule's tiling raises a
+        ScheduleError. TVM 0.27's mma rule does on a GEMM whose M is 16 or whose N is 1000 (a split
+        factor of -1 in its fixed warp tiling: apache/tvm #14935's kind of shape), which would end
+        the whole design space, and with it tuning on the default space; the block is then left to
+        the CUDA-core rule after it, or in a union to the WMMA family."""
+        from tvm.s_tir.schedule import ScheduleError
+
+        try:
+            return list(self.inner.apply(sch, block))
+        except ScheduleError:
+            return [sch]
 
     def _at_depths(self, space) -> list:
         """``space`` at each depth of ``depths`` (itself where it is not pipelined, or at its own depth)."""

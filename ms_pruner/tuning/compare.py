@@ -161,7 +161,8 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     previous = previous or {}
     report = dict(comparison_settings(choice, trials, per_iter, seed, builder, space, first_round),
-                  workloads=dict(previous.get("workloads", {})), commands=list(previous.get("commands", [])))
+                  workloads=dict(previous.get("workloads", {})), commands=list(previous.get("commands", [])),
+                  planned=list(dict.fromkeys(list(previous.get("planned", [])) + [w.spec for w in workloads])))
     for workload in workloads:
         entry = report["workloads"].setdefault(workload.spec, {"flops": workload.flops, "runs": {}})
         for strategy in strategies:
@@ -279,30 +280,10 @@ def markdown_table(report: dict) -> str:
         "",
         "| workload | stock best (us) | pruner best (us) | stock wall (s), to its best | "
         "pruner wall to reach stock best (s) | "
-        "search speedup | search share stock / pruner | reference |",
+        "search speedup | search share stock / pruner | vendor library (Pruner's best as a share of its speed) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for spec, entry in report["workloads"].items():
-        summary = entry["summary"]
-        if not summary:
-            continue
-        stock, pruner = summary.get("stock", {}), summary.get("pruner", {})
-        reached = pruner.get("time_to_stock_best_s")
-        speedup = pruner.get("search_speedup")
-        ref = entry.get("reference")
-        ref_text = f"{ref['what']} {_us(ref['latency_s'])} us" if ref else "-"
-        reached_text = f"{reached:.0f}" if reached else "not reached"
-        speedup_text = f"{speedup:.2f}x" if speedup else "-"
-        lines.append(
-            f"| `{spec}` | {_us(stock.get('final_best_s'))} | {_us(pruner.get('final_best_s'))} | "
-            f"{stock.get('wall_s', 0):.0f}{_own_best(stock)} | {reached_text} | {speedup_text} | "
-            f"{stock.get('mean_search_share', 0):.0%} / {pruner.get('mean_search_share', 0):.0%} | {ref_text} |"
-        )
-        if "moa" in summary:
-            moa = summary["moa"]
-            lines.append(f"| `{spec}` (moa) | | {_us(moa.get('final_best_s'))} | | "
-                         f"{moa.get('time_to_stock_best_s') or 'not reached'} | {moa.get('search_speedup') or '-'} | "
-                         f"{moa.get('mean_search_share', 0):.0%} | |")
+    lines += _workload_rows(report)
     for spec, entry in report["workloads"].items():
         for name, run in entry["runs"].items():
             if run.get("calls", 1) > 1:
@@ -320,6 +301,40 @@ def markdown_table(report: dict) -> str:
               "Search share = (search + cost-model update) / (search + update + build + run), mean over "
               "rounds. Per-round split in seconds, with the Pruner search's own parts:", ""]
     return "\n".join(lines + _round_lines(report)) + "\n"
+
+
+def _workload_rows(report: dict) -> List[str]:
+    """One row a workload: each strategy's best (``not run`` for a run still missing, as for a
+    workload of the planned suite no call has reached yet), the speedup and the vendor library."""
+    rows = []
+    planned = list(dict.fromkeys(list(report.get("planned", [])) + list(report["workloads"])))
+    for spec in planned:
+        summary = report["workloads"].get(spec, {}).get("summary") or {}
+        stock, pruner = summary.get("stock") or {}, summary.get("pruner") or {}
+        best = {name: (_us(run["final_best_s"]) if run else "not run") for name, run in
+                (("stock", stock), ("pruner", pruner))}
+        reached = pruner.get("time_to_stock_best_s")
+        speedup = pruner.get("search_speedup")
+        reached_text = f"{reached:.0f}" if reached else ("not reached" if pruner and stock else "-")
+        wall = f"{stock.get('wall_s', 0):.0f}{_own_best(stock)}" if stock else "-"
+        share = " / ".join(f"{run.get('mean_search_share', 0):.0%}" if run else "-" for run in (stock, pruner))
+        rows.append(
+            f"| `{spec}` | {best['stock']} | {best['pruner']} | {wall} | {reached_text} | "
+            f"{f'{speedup:.2f}x' if speedup else '-'} | {share} | "
+            f"{_vendor(report['workloads'].get(spec, {}).get('reference'), pruner.get('final_best_s'))} |")
+        if "moa" in summary:
+            moa = summary["moa"]
+            rows.append(f"| `{spec}` (moa) | | {_us(moa.get('final_best_s'))} | | "
+                        f"{moa.get('time_to_stock_best_s') or 'not reached'} | {moa.get('search_speedup') or '-'} | "
+                        f"{moa.get('mean_search_share', 0):.0%} | |")
+    return rows
+
+
+def _vendor(reference: Optional[dict], pruner_best: Optional[float]) -> str:
+    if not reference:
+        return "-"
+    share = f" ({reference['latency_s'] / pruner_best:.0%})" if pruner_best else ""
+    return f"{reference['what']} {_us(reference['latency_s'])} us{share}"
 
 
 def _round_lines(report: dict) -> List[str]:

@@ -34,23 +34,24 @@ _RESNET50_CONVS = [
     "16x7x7x512x512k3s1p1",
 ]
 
-# BERT-base encoder layer GEMMs, batch 16 x sequence 128 tokens (M = 2048), 12 heads of 64.
-_BERT_GEMMS = [
-    "matmul_nt:2048x2304x768",  # fused QKV projection
-    "batch_matmul:192x128x128x64",  # Q @ K^T
-    "batch_matmul:192x128x64x128",  # softmax(QK^T) @ V
-    "matmul_nt:2048x768x768",  # attention output projection
-    "dense_bias_relu:2048x3072x768",  # FFN up (ReLU stands in for GELU)
-    "matmul_nt:2048x768x3072",  # FFN down
+# The tensor-core benchmark: the two headline kernels first, then the kinds and shapes users tune
+# (BERT-base at batch 16 x 128 tokens, 12 heads of 64; ResNet-50 stages at batch 16).
+_TENSORCORE = [
+    "matmul:4096x4096x4096:float16:float32",  # the headline GEMM
+    "conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32",  # the headline conv: ResNet-50 stage 1, 3x3
+    "matmul_nt:2048x2304x768:float16:float32",  # BERT fused QKV projection
+    "dense_bias_relu:2048x3072x768:float16:float32",  # BERT FFN up (ReLU stands in for GELU)
+    "batch_matmul:192x128x128x64:float16:float32",  # attention Q @ K^T
+    "matmul:2048x1000x768:float16:float32",  # N = 1000, not a multiple of 16 (a classifier head)
+    "matmul:16x4096x4096:float16:float32",  # M = 16: small-batch inference
+    "matmul:4096x4096x4096:float16:float16",  # fp16 accumulate
+    "conv2d_nhwc:16x56x56x64x256k1s1p0:float16:float32",  # ResNet-50 1x1 expansion
+    "conv2d_nhwc:16x56x56x128x128k3s2p1:float16:float32",  # ResNet-50 3x3, stride 2
 ]
 
 SUITES: Dict[str, List[str]] = {
+    "tensorcore": _TENSORCORE,
     "resnet50-convs": [f"conv2d_nhwc:{d}:float16:float32" for d in _RESNET50_CONVS],
-    "bert-gemms": [f"{s}:float16:float32" for s in _BERT_GEMMS],
-    "tensorcore-small": [
-        "matmul:4096x4096x4096:float16:float32",
-        "conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32",
-    ],
     "cpu-small": [
         "matmul:128x128x128:float32:float32",
         "matmul_nt:128x128x128:float32:float32",
