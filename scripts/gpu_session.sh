@@ -26,6 +26,9 @@
 #   bash scripts/gpu_session.sh mma-stock         # stock MetaSchedule on `all`, same settings
 #   bash scripts/gpu_session.sh mma-more          # fp16->fp16 matmul and BERT's dense_bias, both, on `all`
 #   bash scripts/gpu_session.sh mma-check         # every finished run's best kernel against the exact result and torch
+#   bash scripts/gpu_session.sh suite-stock       # the tensorcore suite (10 fp16 kernels), stock, 128 trials each
+#   bash scripts/gpu_session.sh suite-pruner      # the same with Pruner -> compare_suite/compare.md (missing runs listed)
+#   bash scripts/gpu_session.sh ablate-first-round  # the suite with Pruner --no-first-round -> compare_no_first_round
 #                                                 #   (the mma-* comparisons go to $KEEP/compare_all)
 #
 #   DEADLINE=$(( $(date +%s) + 570 )) bash scripts/gpu_session.sh queue matmul-stock matmul-pruner ...
@@ -57,6 +60,8 @@ SPACE=${SPACE:-wmma}  # the first comparisons searched WMMA alone; the mma-* ste
 COMPARE_DIR=${COMPARE_DIR:-compare}
 MM16=${MM16:-matmul:4096x4096x4096:float16:float16}
 FFN=${FFN:-dense_bias:2048x3072x768:float16:float32}
+SUITE_TRIALS=${SUITE_TRIALS:-128}
+EXTRA=${EXTRA:-}  # more compare options (the ablations' switches)
 mkdir -p "$KEEP" "$OUT"
 
 if [ "$step" = queue ]; then
@@ -85,7 +90,7 @@ compare() {  # $1: workloads (space-separated, run in that order), $2: strategie
     local workload strategy dir args=()
     for workload in $1; do args+=(--workload "$workload"); done
     ms compare "${args[@]}" --target "$TARGET" --trials "$TRIALS" --per-iter "$PER_ITER" --strategies "$2" --seed 0 \
-        --space "$SPACE" --out "$KEEP/$COMPARE_DIR" --no-progress
+        --space "$SPACE" --out "$KEEP/$COMPARE_DIR" --no-progress $EXTRA
     local status=$?
     # Every record of each run with the analyzer's estimate, kernel geometry and fetch widths, in
     # measurement order (64 a round): how round 0 did by geometry and width (widened hedges), and the
@@ -164,6 +169,14 @@ models() {
         mma-more) SPACE=all COMPARE_DIR=compare_all compare "$MM16 $FFN" pruner,stock ;;
         mma-check) timeout --foreground "$BUDGET" python3 -m ms_pruner check --compare "$KEEP/compare_all" \
             --target "$TARGET" --json > "$KEEP/check_all.json"; cat "$KEEP/check_all.json" ;;
+        suite-stock|suite-pruner|ablate-first-round)
+            suite=$(python3 -c "from ms_pruner.workloads.suites import SUITES; print(' '.join(SUITES['tensorcore']))")
+            case "$step" in
+                suite-stock) SPACE=auto TRIALS=$SUITE_TRIALS COMPARE_DIR=compare_suite compare "$suite" stock ;;
+                suite-pruner) SPACE=auto TRIALS=$SUITE_TRIALS COMPARE_DIR=compare_suite compare "$suite" pruner ;;
+                *) SPACE=auto TRIALS=$SUITE_TRIALS COMPARE_DIR=compare_no_first_round EXTRA=--no-first-round \
+                    compare "$suite" pruner ;;
+            esac ;;
         models-stock) models stock ;;
         models-pruner)
             models pruner
@@ -174,18 +187,16 @@ models() {
     echo "== $step done $(date -u +%FT%TZ)"
 } 2>&1 | tee -a "$KEEP/session.log"
 
-# The device gives back at most 8 files, 2 folders down: the comparison's work dirs as
-# `ms-pruner restore` reads them (work.tgz: databases and round logs only, small enough to
-# commit), every small file under $KEEP (keep.tgz, TVM's logs too; built kernels stay behind), and
-# beside them the session log and the comparison.
-[ ! -d "$KEEP/compare/work" ] || (cd "$KEEP/compare" &&
-    find work -type f \( -name '*.json' -o -name '*.jsonl' \) -print | tar czf "$OUT/work.tgz" -T -)
-[ ! -d "$KEEP/compare_all/work" ] || (cd "$KEEP/compare_all" &&
-    find work -type f \( -name '*.json' -o -name '*.jsonl' \) -print | tar czf "$OUT/work_all.tgz" -T -)
+# The device gives back at most 8 files, 2 folders down: each comparison's work dirs as
+# `ms-pruner restore` reads them (work<suffix>.tgz of compare<suffix>/: databases and round logs
+# only, small enough to commit), every small file under $KEEP (keep.tgz: the comparisons' json, md
+# and png, TVM's logs; built kernels stay behind), and the session log.
+for dir in "$KEEP"/compare*/; do
+    name=$(basename "$dir")
+    [ ! -d "$dir/work" ] || (cd "$dir" &&
+        find work -type f \( -name '*.json' -o -name '*.jsonl' \) -print | tar czf "$OUT/work${name#compare}.tgz" -T -)
+done
 (cd "$KEEP" && find . -path ./out -prune -o -type f -size -16M ! -name '*.so' ! -name '*.cubin' ! -name '*.tar' \
     ! -name '*.tgz' -print | tar czf "$OUT/keep.tgz" -T -)
-for name in session.log calibrate.json mma_ceiling.json check_all.json compare/compare.json compare/compare.md compare/compare.png \
-    compare_all/compare.json compare_all/compare.md; do
-    [ ! -e "$KEEP/$name" ] || cp "$KEEP/$name" "$OUT/"
-done
+[ ! -e "$KEEP/session.log" ] || cp "$KEEP/session.log" "$OUT/"
 echo "wrote $(ls "$OUT" | tr '\n' ' ')to $OUT"

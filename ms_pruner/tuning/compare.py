@@ -276,7 +276,8 @@ def markdown_table(report: dict) -> str:
         f"Command: `{report.get('command', '')}`  ",
         f"Machine: {report.get('machine', {})}  ",
         f"Target: `{report['target']}`, {report['trials']} trials per strategy, {report['per_iter']} per round, "
-        f"seed {report['seed']}.",
+        f"seed {report['seed']}" + ("" if report.get("first_round", True) else
+                                    ", Pruner without its first-round policy (--no-first-round)") + ".",
         "",
         "| workload | stock best (us) | pruner best (us) | stock wall (s), to its best | "
         "pruner wall to reach stock best (s) | "
