@@ -29,6 +29,7 @@
 #   bash scripts/gpu_session.sh suite-stock       # the tensorcore suite (10 fp16 kernels), stock, 128 trials each
 #   bash scripts/gpu_session.sh suite-pruner      # the same with Pruner -> compare_suite/compare.md (missing runs listed)
 #   bash scripts/gpu_session.sh ablate-first-round  # the suite with Pruner --no-first-round -> compare_no_first_round
+#   bash scripts/gpu_session.sh ablate-verify     # the suite with Pruner --cost-model analyzer -> compare_analyzer_verify
 #                                                 #   (the mma-* comparisons go to $KEEP/compare_all)
 #
 #   DEADLINE=$(( $(date +%s) + 570 )) bash scripts/gpu_session.sh queue matmul-stock matmul-pruner ...
@@ -169,13 +170,15 @@ models() {
         mma-more) SPACE=all COMPARE_DIR=compare_all compare "$MM16 $FFN" pruner,stock ;;
         mma-check) timeout --foreground "$BUDGET" python3 -m ms_pruner check --compare "$KEEP/compare_all" \
             --target "$TARGET" --json > "$KEEP/check_all.json"; cat "$KEEP/check_all.json" ;;
-        suite-stock|suite-pruner|ablate-first-round)
+        suite-stock|suite-pruner|ablate-first-round|ablate-verify)
             suite=$(python3 -c "from ms_pruner.workloads.suites import SUITES; print(' '.join(SUITES['tensorcore']))")
             case "$step" in
                 suite-stock) SPACE=auto TRIALS=$SUITE_TRIALS COMPARE_DIR=compare_suite compare "$suite" stock ;;
                 suite-pruner) SPACE=auto TRIALS=$SUITE_TRIALS COMPARE_DIR=compare_suite compare "$suite" pruner ;;
-                *) SPACE=auto TRIALS=$SUITE_TRIALS COMPARE_DIR=compare_no_first_round EXTRA=--no-first-round \
-                    compare "$suite" pruner ;;
+                ablate-first-round) SPACE=auto TRIALS=$SUITE_TRIALS COMPARE_DIR=compare_no_first_round \
+                    EXTRA=--no-first-round compare "$suite" pruner ;;
+                *) SPACE=auto TRIALS=$SUITE_TRIALS COMPARE_DIR=compare_analyzer_verify \
+                    EXTRA="--cost-model analyzer" compare "$suite" pruner ;;
             esac ;;
         models-stock) models stock ;;
         models-pruner)

@@ -160,7 +160,10 @@ def test_the_python_api_refuses_a_bad_strategy_or_seed_before_making_the_work_di
                             ({"seed": -1}, "--seed must be from 0 to 4294967295, got -1"),
                             ({"strategy": "moa"}, "--strategy moa needs --pretrained MODEL"),
                             ({"strategy": "stock", "first_round": False},
-                             "--no-first-round switches off Pruner's first-round policy; --strategy stock has none")):
+                             "--no-first-round switches off Pruner's first-round policy; --strategy stock has none"),
+                            ({"strategy": "pruner", "cost_model": "trees"}, "unknown cost model 'trees'"),
+                            ({"strategy": "moa", "pretrained": "m.pt", "cost_model": "analyzer"},
+                             "--strategy moa verifies with its pretrained PaCM")):
         with pytest.raises(UserError, match=message):
             tune_tir(mod, "llvm", str(tmp_path / "work"), 4, **kwargs)
     assert not (tmp_path / "work").exists()

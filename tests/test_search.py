@@ -105,6 +105,24 @@ def test_cli_tune_with_pruner_strategy(tmp_path, capsys):
         assert {"sample_s", "draft_s", "verify_s", "droplet_s"} <= set(entry["strategy"])
 
 
+@pytest.mark.slow
+def test_the_verify_ablation_ranks_with_the_analyzer_alone(tmp_path, capsys):
+    """``--cost-model analyzer`` (the verify ablation): Pruner's verifier is the static analyzer,
+    which learns nothing from the measured batches, and the run tunes end to end."""
+    from ms_pruner.cost_model import PSACostModel
+    from ms_pruner.hardware import llvm_target
+    from ms_pruner.tuning import search_components
+
+    strategy, model = search_components("pruner", llvm_target(), seed=0, cost_model="analyzer")
+    assert isinstance(model, PSACostModel) and strategy.first_round_config is not None
+    work_dir = str(tmp_path / "wd")
+    assert main(["tune", SPEC, "--target", "llvm", "--strategy", "pruner", "--cost-model", "analyzer", "--trials", "16",
+                 "--per-iter", "8", "--work-dir", work_dir, "--seed", "0", "--no-progress"]) == 0
+    assert "16 records (16 new)" in capsys.readouterr().out
+    rounds = [json.loads(line) for line in open(os.path.join(work_dir, "logs", "ms_pruner_rounds.jsonl"))]
+    assert len(rounds) == 2 and all(entry["update_s"] < 0.5 for entry in rounds)
+
+
 def test_droplet_moves_are_one_step(tensor_intrinsics):
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import (DesignSpace, decision_values, neighbour_decisions, neighbours, steps_apart,

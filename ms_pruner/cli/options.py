@@ -12,12 +12,16 @@ DEFAULT_CPU_WORKLOAD = "matmul:128x128x128:float32:float32"
 
 
 def add_search_options(parser) -> None:
-    """``--space`` and ``--no-first-round``: what a tuning command searches."""
+    """``--space``, ``--cost-model`` and ``--no-first-round``: what a tuning command searches with."""
     from ..space import SPACES
 
     parser.add_argument("--space", default="auto", choices=SPACES,
                         help="tensor-core rule families to search on a GPU: wmma, mma (pipelined mma.sync), "
                              "all (both), auto (all on sm_80+ where the mma rule takes a block, else wmma)")
+    parser.add_argument("--cost-model", default=None, choices=("xgb", "pacm", "analyzer"),
+                        help="what scores candidates: default XGB for stock, PaCM for pruner/moa; analyzer: the "
+                             "static analyzer alone, never learning (the verify ablation; compare applies it to "
+                             "Pruner's runs)")
     parser.add_argument("--no-first-round", dest="first_round", action="store_false",
                         help="Pruner without its tensor-core first-round policy (climb, geometry cap, "
                              "follow-up slices): the ablation")

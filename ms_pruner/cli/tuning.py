@@ -25,7 +25,6 @@ def add_tuning_commands(sub) -> None:
     tune.add_argument("--builder", default="pruner", help="pruner (ours) | stock (MetaSchedule's)")
     tune.add_argument("--per-iter", type=int, default=64, help="trials measured per round")
     tune.add_argument("--pretrained", default=None, help="pretrained PaCM model (ms-pruner train) for MoA")
-    tune.add_argument("--cost-model", default=None, help="xgb | pacm, for --strategy stock (default xgb)")
     tune.add_argument("--no-progress", action="store_true")
     add_search_options(tune)
     add_time_limit(tune)
@@ -209,12 +208,12 @@ def cmd_compare(args) -> int:
                "cpu": choice.cpu.name if choice.cpu else None}
     command = "ms-pruner " + " ".join(args.argv)
     settings = comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder, args.space,
-                                   args.first_round)
+                                   args.first_round, args.cost_model)
     previous = {} if args.fresh else load_previous(args.out, settings)
     report = run_comparison(workloads, choice, args.trials, args.per_iter, args.out, seed=args.seed,
                             strategies=strategies, pretrained=args.pretrained, builder=args.builder,
                             progress=not args.no_progress, previous=previous, space=args.space,
-                            first_round=args.first_round,
+                            first_round=args.first_round, cost_model=args.cost_model,
                             on_run=lambda partial: write_outputs(partial, args.out, command, machine))
     for path in write_outputs(report, args.out, command, machine):
         print(f"wrote {path}")
@@ -237,7 +236,7 @@ def cmd_restore(args) -> int:
         rerun.append((spec, strategy))
     choice = resolve_target(args.target, args.gpu, require_device=True)
     settings = comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder, args.space,
-                                   args.first_round)
+                                   args.first_round, args.cost_model)
     report = restore_comparison(os.path.join(args.source, "compare", "compare.json"),
                                 os.path.join(args.source, "work.tgz"), args.out, settings, rerun)
     for spec, entry in report["workloads"].items():

@@ -5,6 +5,7 @@ trees by default; a pattern-token transformer with MoA momentum adaptation).
 is the same model without MetaSchedule plumbing. See docs/cost_model.md.
 """
 
+from .analyzer_model import PSACostModel
 from .pacm import PaCM, PaCMCore, positive_scores, read_model_file
 from .tokens import TOKEN_DIM, TokenExtractor
 from .training import Sample, fit, lambda_rank_loss, ranking_loss
@@ -12,6 +13,7 @@ from .training import Sample, fit, lambda_rank_loss, ranking_loss
 __all__ = [
     "PaCM",
     "PaCMCore",
+    "PSACostModel",
     "Sample",
     "TOKEN_DIM",
     "TokenExtractor",

@@ -14,6 +14,13 @@ RECORD_FILE = "database_tuning_record.json"
 FAILED_RUN_SECONDS = 1e9
 
 
+def structural_key(mod) -> int:
+    """A program's structural hash: two candidates with the same key are the same program."""
+    import tvm_ffi
+
+    return int(tvm_ffi.structural_hash(mod))
+
+
 def measure_candidate(sch):
     """The MeasureCandidate MetaSchedule hands cost models for a post-processed schedule."""
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo

@@ -72,12 +72,12 @@ class RelaxTuneResult:
 def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_global: int,
                strategy: str = "pruner", *, builder="pruner", runner=None, seed: Optional[int] = None,
                num_trials_per_iter: int = 64, pretrained: Optional[str] = None, progress: bool = True,
-               space: str = "auto", first_round: bool = True) -> RelaxTuneResult:
+               space: str = "auto", first_round: bool = True, cost_model: Optional[str] = None) -> RelaxTuneResult:
     """Tune every task of a Relax module with ``strategy`` and compile it with the results.
 
     ``space`` (ms_pruner.space) is one for all tasks; ``auto`` is ``all`` on an sm_80+ GPU when the
     mma rule takes a block of any task, else ``wmma``. ``first_round=False``: Pruner without its
-    first-round policy."""
+    first-round policy; ``cost_model`` as tune_tir's."""
     from tvm.s_tir import meta_schedule as ms
 
     from ..database.records import open_database
@@ -86,7 +86,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
 
     require_positive("--trials", max_trials_global)
     require_positive("--per-iter", num_trials_per_iter)
-    check_search(strategy, pretrained, seed, first_round=first_round)
+    check_search(strategy, pretrained, seed, cost_model, first_round)
     if isinstance(target, str):
         from ..hardware import resolve_target
 
@@ -99,7 +99,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     _, target, generator = tuning_space(space, [task.dispatched[0] for task in tasks], target)
     os.makedirs(work_dir, exist_ok=True)
     database = open_database(work_dir, create=True)
-    strategy_obj, model = search_components(strategy, target, pretrained, seed, first_round=first_round)
+    strategy_obj, model = search_components(strategy, target, pretrained, seed, cost_model, first_round)
     with instrumented_session(work_dir, max_trials_global, strategy_obj, builder, runner,
                               f"tuning model ({strategy})", progress, cost_model=model) as (clock, measure):
         ms.relax_integration.tune_relax(

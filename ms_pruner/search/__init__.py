@@ -3,7 +3,7 @@
 from .config import FirstRoundConfig, PrunerConfig
 from .droplet import decision_kinds, decision_values, neighbour_decisions, neighbours, steps_apart, tile_decisions
 from .pruner import PrunerSearch
-from .psa_model import PSACostModel
+from ..cost_model.analyzer_model import PSACostModel
 from .space import DesignSpace
 
 __all__ = ["DesignSpace", "FirstRoundConfig", "PSACostModel", "PrunerConfig", "PrunerSearch", "decision_kinds",

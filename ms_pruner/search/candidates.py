@@ -10,12 +10,7 @@ from __future__ import annotations
 
 from typing import Dict, Tuple
 
-
-def structural_key(mod) -> int:
-    """A program's structural hash: two candidates with the same key are the same program."""
-    import tvm_ffi
-
-    return int(tvm_ffi.structural_hash(mod))
+from ..database.records import structural_key
 
 
 class CandidateFacts:

@@ -21,7 +21,7 @@ class AnalyzerDraft:
 
     def __init__(self, context, analyzer, config, seed: int):
         from .mutator import SeenDecisions, draft_mutators
-        from .psa_model import PSACostModel
+        from ..cost_model.analyzer_model import PSACostModel
 
         self.config = config  # a resolved PrunerConfig
         share = config.categorical_mutate_prob

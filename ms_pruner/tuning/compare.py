@@ -77,13 +77,13 @@ def summarize(runs: Dict[str, dict]) -> dict:
 
 
 def comparison_settings(choice, trials: int, per_iter: int, seed: int, builder: str, space: str = "auto",
-                        first_round: bool = True) -> dict:
+                        first_round: bool = True, cost_model: Optional[str] = None) -> dict:
     """What two comparisons must share for their runs to sit in one table (a trial count or round
     size below one is refused here, before any comparison is read or written)."""
     require_positive("--trials", trials)
     require_positive("--per-iter", per_iter)
     return {"target": str(choice.target), "trials": trials, "per_iter": per_iter, "seed": seed, "builder": builder,
-            "space": space, "first_round": first_round}
+            "space": space, "first_round": first_round, "cost_model": cost_model}
 
 
 def _setting_before(report: dict, key: str):
@@ -94,6 +94,8 @@ def _setting_before(report: dict, key: str):
         return "pruner"
     if key == "first_round":
         return True
+    if key == "cost_model":
+        return None
     if key == "space":
         return "wmma" if '"cuda"' in str(report.get("target", "")) else "auto"
     return None
@@ -145,22 +147,23 @@ def finished_work_dirs(out_dir: str, strategy: str) -> List[str]:
 def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, seed: int = 0,
                    strategies=("stock", "pruner"), pretrained: Optional[str] = None, builder: str = "pruner",
                    progress: bool = True, previous: Optional[dict] = None, on_run=None, space: str = "auto",
-                   first_round: bool = True) -> dict:
+                   first_round: bool = True, cost_model: Optional[str] = None) -> dict:
     """Tune every workload with every strategy, skipping runs already in ``previous``.
 
     ``on_run(report)`` is called before each run starts (the report names its work dir under
     ``pending``) and after it finishes, so a call cut off by a time limit keeps every finished run,
     and the next call resumes the cut one in its work dir (tune_tir) instead of starting it again.
-    Every strategy searches the same ``space`` (ms_pruner.space); ``first_round`` is Pruner's switch
-    (tune_tir), for ablations.
+    Every strategy searches the same ``space`` (ms_pruner.space); ``first_round`` and ``cost_model``
+    (tune_tir) apply to the Pruner strategies, for ablations, stock staying the baseline.
     """
     if "moa" in strategies and not pretrained:
         raise UserError("comparing moa needs --pretrained MODEL")
     for strategy in strategies:
-        check_search(strategy, pretrained, seed)
+        pruner = strategy in PRUNER_STRATEGIES
+        check_search(strategy, pretrained, seed, cost_model if pruner else None, first_round or not pruner)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     previous = previous or {}
-    report = dict(comparison_settings(choice, trials, per_iter, seed, builder, space, first_round),
+    report = dict(comparison_settings(choice, trials, per_iter, seed, builder, space, first_round, cost_model),
                   workloads=dict(previous.get("workloads", {})), commands=list(previous.get("commands", [])),
                   planned=list(dict.fromkeys(list(previous.get("planned", [])) + [w.spec for w in workloads])))
     for workload in workloads:
@@ -182,7 +185,8 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
                                   builder=builder, seed=seed, num_trials_per_iter=per_iter,
                                   pretrained=pretrained if strategy == "moa" else None, progress=progress,
                                   call=calls[strategy] - 1, space=space,
-                                  first_round=first_round or strategy not in PRUNER_STRATEGIES)
+                                  first_round=first_round or strategy not in PRUNER_STRATEGIES,
+                                  cost_model=cost_model if strategy in PRUNER_STRATEGIES else None)
             except KeyboardInterrupt:  # a time limit or Ctrl-C: keep what the cut run has measured
                 entry.setdefault("partial", {})[strategy] = _partial_run(workload, work_dir)
                 if on_run is not None:
@@ -277,7 +281,8 @@ def markdown_table(report: dict) -> str:
         f"Machine: {report.get('machine', {})}  ",
         f"Target: `{report['target']}`, {report['trials']} trials per strategy, {report['per_iter']} per round, "
         f"seed {report['seed']}" + ("" if report.get("first_round", True) else
-                                    ", Pruner without its first-round policy (--no-first-round)") + ".",
+                                    ", Pruner without its first-round policy (--no-first-round)")
+        + (f", Pruner verifying with {report['cost_model']}" if report.get("cost_model") else "") + ".",
         "",
         "| workload | stock best (us) | pruner best (us) | stock wall (s), to its best | "
         "pruner wall to reach stock best (s) | "

@@ -14,6 +14,7 @@ from .resume import resume_point, warmed_cost_model, workload_tag
 
 STRATEGIES = ("stock", "pruner", "moa", "replay")
 PRUNER_STRATEGIES = ("pruner", "moa")  # PrunerSearch's, with its first-round policy
+COST_MODELS = (None, "xgb", "pacm", "analyzer")  # None: each strategy's own (stock XGB, Pruner PaCM)
 ROUND_LOG = os.path.join("logs", "ms_pruner_rounds.jsonl")
 
 
@@ -44,13 +45,15 @@ def check_search(strategy: str, pretrained: Optional[str] = None, seed: Optional
     unknown name, a seed the generators refuse, or MoA without a model is one UserError line."""
     if strategy not in STRATEGIES:
         raise UserError(f"unknown strategy '{strategy}'; choose one of {', '.join(STRATEGIES)}")
-    if cost_model not in (None, "xgb", "pacm"):
-        raise UserError(f"unknown cost model '{cost_model}'; choose xgb or pacm")
+    if cost_model not in COST_MODELS:
+        raise UserError(f"unknown cost model '{cost_model}'; choose {', '.join(COST_MODELS[1:])}")
     require_seed(seed)
     if strategy == "moa" and not pretrained:
         raise UserError("--strategy moa needs --pretrained MODEL (make one with 'ms-pruner train')")
     if strategy in PRUNER_STRATEGIES and cost_model == "xgb":
         raise UserError(f"--strategy {strategy} verifies with PaCM; drop --cost-model xgb")
+    if strategy == "moa" and cost_model == "analyzer":
+        raise UserError("--strategy moa verifies with its pretrained PaCM; use --strategy pruner --cost-model analyzer")
     if not first_round and strategy not in PRUNER_STRATEGIES:
         raise UserError(f"--no-first-round switches off Pruner's first-round policy; --strategy {strategy} has none")
 
@@ -61,25 +64,38 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
 
     ``stock`` is MetaSchedule's evolutionary search with its XGB model (or PaCM with
     ``cost_model="pacm"``; a ``pretrained`` file then starts it MoA-style). ``pruner`` and ``moa``
-    are the draft-then-verify search with PaCM; ``moa`` needs a pretrained model. ``replay`` is
+    are the draft-then-verify search with PaCM; ``moa`` needs a pretrained model.
+    ``cost_model="analyzer"`` scores with the static analyzer alone, which never learns (for
+    ``pruner``: the verify stage's ablation). ``replay`` is
     MetaSchedule's ReplayTrace (random schedules), for collecting unbiased measurement sets.
     ``first_round=False`` runs Pruner without its tensor-core first-round policy (an ablation).
     """
-    from ..cost_model.pacm import MOA_MOMENTUM, PaCM, pretrained_momentum
-
     check_search(strategy, pretrained, seed, cost_model, first_round)
-    model_seed = seed or 0
     if strategy == "replay":  # uniform random candidates: for measuring datasets, not for tuning
         return "replay-trace", "random"
+    model = _cost_model(strategy, target, pretrained, cost_model, seed or 0)
     if strategy == "stock":
-        if cost_model == "pacm" or pretrained:
-            return "evolutionary", PaCM(pretrained=pretrained, momentum=pretrained_momentum(pretrained),
-                                        seed=model_seed)
-        return "evolutionary", "xgb"
+        return "evolutionary", model
     from ..search import FirstRoundConfig, PrunerSearch
 
-    model = PaCM(pretrained=pretrained, momentum=MOA_MOMENTUM if strategy == "moa" else None, seed=model_seed)
-    return PrunerSearch(first_round=FirstRoundConfig() if first_round else None, seed=model_seed), model
+    return PrunerSearch(first_round=FirstRoundConfig() if first_round else None, seed=seed or 0), model
+
+
+def _cost_model(strategy: str, target, pretrained: Optional[str], cost_model: Optional[str], seed: int):
+    """The model a strategy tunes with: the analyzer alone for ``analyzer``; stock's XGB unless PaCM
+    is asked for (a pretrained file starts it MoA-style); PaCM for Pruner (MoA-adapted for ``moa``)."""
+    from ..cost_model.pacm import MOA_MOMENTUM, PaCM, pretrained_momentum
+
+    if cost_model == "analyzer":
+        from ..analysis import StaticAnalyzer
+        from ..cost_model import PSACostModel
+
+        return PSACostModel(StaticAnalyzer.for_target(target))
+    if strategy == "stock":
+        if cost_model == "pacm" or pretrained:
+            return PaCM(pretrained=pretrained, momentum=pretrained_momentum(pretrained), seed=seed)
+        return "xgb"
+    return PaCM(pretrained=pretrained, momentum=MOA_MOMENTUM if strategy == "moa" else None, seed=seed)
 
 
 def import_model_dependencies(model) -> None:

@@ -1,4 +1,5 @@
-"""The static analyzer as a MetaSchedule cost model, so C++ evolution can use it as fitness."""
+"""The static analyzer as a MetaSchedule cost model: the draft's fitness (search/draft.py), and the
+verify model of the ``--cost-model analyzer`` ablation (Pruner without a learned model)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
 from ..analysis import StaticAnalyzer
 from ..analysis.memory import BoundedMemory
-from .candidates import structural_key
+from ..database.records import structural_key
 
 # Scores remembered (at least this many, at most twice: a few MB).
 REMEMBERED_SCORES = 1 << 16
