@@ -7,6 +7,7 @@ import sys
 from typing import List, Optional
 
 from ..errors import UserError, require_positive
+from ..tuning.fleet import NoServerLeft
 from ..tuning.interrupt import TimeLimitReached, set_time_limit
 from .evaluation import add_evaluation_commands
 from .models import add_model_commands
@@ -42,6 +43,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except UserError as err:
         print(f"ms-pruner: error: {err}", file=sys.stderr)
         return 2
+    except NoServerLeft as err:
+        print(f"ms-pruner: error: {err}", file=sys.stderr)
+        return 3
     except TimeLimitReached as err:
         print(f"ms-pruner: {err}; records measured so far are kept, rerun the command to resume", file=sys.stderr)
         return 124

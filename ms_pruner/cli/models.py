@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..errors import UserError
-from .options import add_out, add_search_options, add_time_limit, seed_value, write_text
+from .options import add_out, add_rpc, add_search_options, add_time_limit, seed_value, write_text
 
 
 def add_model_commands(sub) -> None:
@@ -26,6 +26,7 @@ def add_model_commands(sub) -> None:
                        help="also time torch.compile (skipped with --no-torch-compile)")
     model.add_argument("--no-progress", action="store_true")
     add_search_options(model)
+    add_rpc(model)
     add_time_limit(model)
     model.set_defaults(func=cmd_tune_model)
     _add_model_table_command(sub)
@@ -41,7 +42,7 @@ def cmd_tune_model(args) -> int:
         from ..cost_model import read_model_file
 
         read_model_file(args.pretrained)
-    choice = resolve_target(args.target, args.gpu, require_device=True)
+    choice = resolve_target(args.target, args.gpu, require_device=args.rpc is None)
     module, example, spec = get_model(args.model, dtype=args.dtype)
     work_dir = args.work_dir or os.path.join("ms_pruner_work", f"{args.model}-{choice.target.kind.name}")
 
@@ -59,7 +60,7 @@ def cmd_tune_model(args) -> int:
                         choice.target, work_dir, args.trials, strategy=args.strategy, seed=args.seed,
                         num_trials_per_iter=args.per_iter, pretrained=args.pretrained,
                         progress=not args.no_progress, space=args.space, first_round=args.first_round,
-                        cost_model=args.cost_model)
+                        cost_model=args.cost_model, rpc=args.rpc)
     outputs, seconds = run_executable(result.executable, choice.target, [example.numpy()])
     print(f"{args.model} ({spec.dtype} compute, input {tuple(spec.input_shape)}) on {choice.target.kind.name}: "
           f"{len(result.tasks)} tasks tuned with {args.strategy} ({args.trials} trials) in {work_dir}")

@@ -27,6 +27,12 @@ def add_search_options(parser) -> None:
                              "follow-up slices): the ablation")
 
 
+def add_rpc(parser) -> None:
+    parser.add_argument("--rpc", nargs="?", const="", default=None, metavar="HOST:PORT:KEY",
+                        help="measure on the servers a TVM RPC tracker holds for KEY (candidates are built "
+                             "here); without a value, from TVM_TRACKER_HOST/PORT/KEY (docs/distributed.md)")
+
+
 def add_time_limit(parser) -> None:
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                         help="stop after the last round that leaves no time for another within SECONDS "

@@ -8,7 +8,8 @@ import os
 import re
 
 from ..errors import UserError
-from .options import (DEFAULT_CPU_WORKLOAD, DEFAULT_GPU_WORKLOAD, add_search_options, add_time_limit, seed_value)
+from .options import (DEFAULT_CPU_WORKLOAD, DEFAULT_GPU_WORKLOAD, add_rpc, add_search_options, add_time_limit,
+                      seed_value)
 
 
 def add_tuning_commands(sub) -> None:
@@ -27,6 +28,7 @@ def add_tuning_commands(sub) -> None:
     tune.add_argument("--pretrained", default=None, help="pretrained PaCM model (ms-pruner train) for MoA")
     tune.add_argument("--no-progress", action="store_true")
     add_search_options(tune)
+    add_rpc(tune)
     add_time_limit(tune)
     tune.add_argument("--json", action="store_true", help="print the result as one JSON object")
     tune.set_defaults(func=cmd_tune)
@@ -67,6 +69,7 @@ def _add_comparison_commands(sub) -> None:
     compare.add_argument("--out", required=True, help="directory for compare.json/.md/.png and work dirs")
     compare.add_argument("--no-progress", action="store_true")
     _add_comparison_settings(compare)
+    add_rpc(compare)
     add_time_limit(compare)
     compare.add_argument("--fresh", action="store_true",
                          help="ignore runs already in --out/compare.json instead of adding to them")
@@ -97,7 +100,7 @@ def cmd_tune(args) -> int:
         from ..cost_model import read_model_file
 
         read_model_file(args.pretrained)  # a bad model file fails before tuning starts
-    choice = resolve_target(args.target, args.gpu, require_device=True)
+    choice = resolve_target(args.target, args.gpu, require_device=args.rpc is None)
     spec = args.workload or (DEFAULT_GPU_WORKLOAD if choice.is_cuda else DEFAULT_CPU_WORKLOAD)
     workload = parse_workload(spec)
     work_dir = args.work_dir or _default_work_dir(workload.spec, choice.target.kind.name)
@@ -119,6 +122,7 @@ def cmd_tune(args) -> int:
         cost_model=args.cost_model,
         space=args.space,
         first_round=args.first_round,
+        rpc=args.rpc,
     )
     if args.json:
         print(json.dumps(dict(vars(result), best_tflops=result.best_tflops, workload=workload.spec)))
@@ -202,7 +206,7 @@ def cmd_compare(args) -> int:
         from ..cost_model import read_model_file
 
         read_model_file(args.pretrained)
-    choice = resolve_target(args.target, args.gpu, require_device=True)
+    choice = resolve_target(args.target, args.gpu, require_device=args.rpc is None)
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     machine = {"target": str(choice.target), "gpu": choice.gpu.marketing_name if choice.gpu else None,
                "cpu": choice.cpu.name if choice.cpu else None}
@@ -213,7 +217,7 @@ def cmd_compare(args) -> int:
     report = run_comparison(workloads, choice, args.trials, args.per_iter, args.out, seed=args.seed,
                             strategies=strategies, pretrained=args.pretrained, builder=args.builder,
                             progress=not args.no_progress, previous=previous, space=args.space,
-                            first_round=args.first_round, cost_model=args.cost_model,
+                            first_round=args.first_round, cost_model=args.cost_model, rpc=args.rpc,
                             on_run=lambda partial: write_outputs(partial, args.out, command, machine))
     for path in write_outputs(report, args.out, command, machine):
         print(f"wrote {path}")

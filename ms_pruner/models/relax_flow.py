@@ -72,12 +72,13 @@ class RelaxTuneResult:
 def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_global: int,
                strategy: str = "pruner", *, builder="pruner", runner=None, seed: Optional[int] = None,
                num_trials_per_iter: int = 64, pretrained: Optional[str] = None, progress: bool = True,
-               space: str = "auto", first_round: bool = True, cost_model: Optional[str] = None) -> RelaxTuneResult:
+               space: str = "auto", first_round: bool = True, cost_model: Optional[str] = None,
+               rpc: Optional[str] = None) -> RelaxTuneResult:
     """Tune every task of a Relax module with ``strategy`` and compile it with the results.
 
     ``space`` (ms_pruner.space) is one for all tasks; ``auto`` is ``all`` on an sm_80+ GPU when the
     mma rule takes a block of any task, else ``wmma``. ``first_round=False``: Pruner without its
-    first-round policy; ``cost_model`` as tune_tir's."""
+    first-round policy; ``cost_model`` and ``rpc`` as tune_tir's."""
     from tvm.s_tir import meta_schedule as ms
 
     from ..database.records import open_database
@@ -97,6 +98,10 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     if not tasks:
         raise UserError("the model has no tunable operators")
     _, target, generator = tuning_space(space, [task.dispatched[0] for task in tasks], target)
+    if rpc is not None and runner is None:
+        from ..tuning.fleet import Tracker, make_fleet_runner
+
+        runner = make_fleet_runner(Tracker.parse(rpc), target)
     os.makedirs(work_dir, exist_ok=True)
     database = open_database(work_dir, create=True)
     strategy_obj, model = search_components(strategy, target, pretrained, seed, cost_model, first_round)

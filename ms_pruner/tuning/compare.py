@@ -147,14 +147,15 @@ def finished_work_dirs(out_dir: str, strategy: str) -> List[str]:
 def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, seed: int = 0,
                    strategies=("stock", "pruner"), pretrained: Optional[str] = None, builder: str = "pruner",
                    progress: bool = True, previous: Optional[dict] = None, on_run=None, space: str = "auto",
-                   first_round: bool = True, cost_model: Optional[str] = None) -> dict:
+                   first_round: bool = True, cost_model: Optional[str] = None, rpc: Optional[str] = None) -> dict:
     """Tune every workload with every strategy, skipping runs already in ``previous``.
 
     ``on_run(report)`` is called before each run starts (the report names its work dir under
     ``pending``) and after it finishes, so a call cut off by a time limit keeps every finished run,
     and the next call resumes the cut one in its work dir (tune_tir) instead of starting it again.
     Every strategy searches the same ``space`` (ms_pruner.space); ``first_round`` and ``cost_model``
-    (tune_tir) apply to the Pruner strategies, for ablations, stock staying the baseline.
+    (tune_tir) apply to the Pruner strategies, for ablations, stock staying the baseline; ``rpc``
+    measures every run on a tracker's servers (tune_tir).
     """
     if "moa" in strategies and not pretrained:
         raise UserError("comparing moa needs --pretrained MODEL")
@@ -186,7 +187,7 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
                                   pretrained=pretrained if strategy == "moa" else None, progress=progress,
                                   call=calls[strategy] - 1, space=space,
                                   first_round=first_round or strategy not in PRUNER_STRATEGIES,
-                                  cost_model=cost_model if strategy in PRUNER_STRATEGIES else None)
+                                  cost_model=cost_model if strategy in PRUNER_STRATEGIES else None, rpc=rpc)
             except KeyboardInterrupt:  # a time limit or Ctrl-C: keep what the cut run has measured
                 entry.setdefault("partial", {})[strategy] = _partial_run(workload, work_dir)
                 if on_run is not None:

@@ -10,6 +10,7 @@ from typing import List, Optional
 
 from ..errors import UserError, require_positive, require_seed
 from ..database.records import best_record, mean_latency, open_database, records_for, workload_flops
+from .fleet import Tracker, make_fleet_runner
 from .resume import resume_point, warmed_cost_model, workload_tag
 
 STRATEGIES = ("stock", "pruner", "moa", "replay")
@@ -199,7 +200,7 @@ def normalized_mod(mod):
 def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock", *, builder="pruner",
              runner=None, seed: Optional[int] = None, num_trials_per_iter: int = 64, pretrained: Optional[str] = None,
              progress: bool = True, search=None, cost_model: Optional[str] = None, call: Optional[int] = None,
-             space: str = "auto", first_round: bool = True) -> TuneResult:
+             space: str = "auto", first_round: bool = True, rpc: Optional[str] = None) -> TuneResult:
     """Tune ``mod`` until the work dir holds ``max_trials`` records of it for ``target``.
 
     ``max_trials`` counts the records already there: a rerun resumes (round log, clock, and the
@@ -207,8 +208,8 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
     ``search``: a (strategy, cost model) pair instead of the one ``strategy`` names; ``call``: which
     call of a run made in pieces this is, for the round log (compare counts its own). ``space``: the
     tensor-core rule families (ms_pruner.space; with mma, the GPU's opt-in shared memory a block).
-    ``first_round=False``: Pruner without its first-round policy.
-    """
+    ``first_round=False``: Pruner without its first-round policy. ``rpc``: a tracker's ``HOST:PORT:KEY``
+    whose servers measure (``""``: the ``TVM_TRACKER_*`` variables; builder/rpc.py)."""
     from tvm.s_tir import meta_schedule as ms
 
     from ..space import tuning_space
@@ -223,6 +224,8 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
         require_seed(seed)
     workload = normalized_mod(mod)
     resolved, target, generator = tuning_space(space, workload, target)
+    if rpc is not None and runner is None:
+        runner = make_fleet_runner(Tracker.parse(rpc), target)
     os.makedirs(work_dir, exist_ok=True)
     database = open_database(work_dir, create=True)
     existing = records_for(database, workload, target)

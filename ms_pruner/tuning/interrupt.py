@@ -37,6 +37,7 @@ class _State:
     deadline: Optional[float] = None  # time.monotonic() by which tuning should have stopped
     longest_round_s = 0.0  # the longest round (batch) this process measured since the limit was set
     last_batch_s = 0.0  # the latest batch so far: rounds that continue one batch add up
+    stop: Optional[KeyboardInterrupt] = None  # why tuning must stop now (stop_now), if it must
 
 
 def check_stop() -> None:
@@ -45,7 +46,16 @@ def check_stop() -> None:
         raise _stop_exception()
 
 
+def stop_now(reason: KeyboardInterrupt) -> KeyboardInterrupt:
+    """Ask for a stop for ``reason`` and return it to raise: whatever MetaSchedule's FFI makes of it
+    on its way out, tuning ends with ``reason`` (graceful_interrupts), records kept as on Ctrl-C."""
+    _State.requested, _State.stop = True, reason
+    return reason
+
+
 def _stop_exception() -> KeyboardInterrupt:
+    if _State.stop is not None:
+        return _State.stop
     return TimeLimitReached(_State.time_limit) if _State.time_limit else KeyboardInterrupt(STOPPED)
 
 
@@ -100,7 +110,7 @@ def graceful_interrupts():
         yield
         return
     previous = signal.signal(signal.SIGINT, _on_sigint)
-    _State.requested, _State.time_limit = False, None
+    _State.requested, _State.time_limit, _State.stop = False, None, None
     try:
         yield
     except TimeLimitReached:
@@ -111,4 +121,4 @@ def graceful_interrupts():
         raise
     finally:
         signal.signal(signal.SIGINT, previous)
-        _State.requested, _State.time_limit = False, None
+        _State.requested, _State.time_limit, _State.stop = False, None, None

@@ -1,0 +1,225 @@
+"""Measuring on a fleet: MetaSchedule's RPCRunner over the servers a TVM RPC tracker holds for a key.
+
+Candidates are built here (our builder, device code compiled here), so a server only uploads the
+artifact, loads it and times it with the evaluator settings the local runner uses. As many
+candidates are measured at once as the tracker holds servers for the key when the call starts
+(RPCRunner's ``max_workers``); each one opens its own session, so arguments are filled once a
+candidate, not once a task as the local runner does (docs/distributed.md measures the cost).
+
+Faults: a server that dies costs the candidates it held (run errors); the others go on. A batch
+waits on the tracker for a free server, so with none left it would wait forever: ``FleetRunner``
+stops the call instead, with one line (``NoServerLeft``), the records measured so far kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Optional
+
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.runner import PyRunner
+
+from ..errors import UserError
+from .interrupt import stop_now
+
+SESSION_TIMEOUT_S = 60.0
+ENVIRONMENT = ("TVM_TRACKER_HOST", "TVM_TRACKER_PORT", "TVM_TRACKER_KEY")
+
+
+class NoServerLeft(KeyboardInterrupt):
+    """Tuning stopped: the tracker holds no server for the key (a KeyboardInterrupt, so tuning
+    stops as on Ctrl-C: at a safe point, every measured record kept)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Tracker:
+    """A TVM RPC tracker and the key its measuring servers registered under."""
+
+    host: str
+    port: int
+    key: str
+
+    @classmethod
+    def parse(cls, text: str) -> "Tracker":
+        """``HOST:PORT:KEY``; an empty text takes them from ``TVM_TRACKER_HOST``/``_PORT``/``_KEY``."""
+        if not text:
+            missing = [name for name in ENVIRONMENT if not os.environ.get(name)]
+            if missing:
+                raise UserError(f"--rpc without HOST:PORT:KEY needs {', '.join(missing)} set")
+            text = ":".join(os.environ[name] for name in ENVIRONMENT)
+        host, _, rest = text.partition(":")
+        port, _, key = rest.partition(":")
+        if not host or not port.isdigit() or not key:
+            raise UserError(f"--rpc takes HOST:PORT:KEY (e.g. 127.0.0.1:9190:h100), not '{text}'")
+        return cls(host, int(port), key)
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}:{self.key}"
+
+    def servers(self) -> int:
+        """How many servers the tracker holds for the key, busy or free."""
+        from tvm import rpc
+
+        try:
+            summary = rpc.connect_tracker(self.host, self.port).summary()
+        except (OSError, RuntimeError) as err:
+            raise UserError(f"cannot reach the RPC tracker at {self.host}:{self.port}: {err}") from err
+        return sum(1 for server in summary.get("server_info", []) if server.get("key") == f"server:{self.key}")
+
+    def rpc_config(self):
+        from tvm.s_tir import meta_schedule as ms
+
+        return ms.runner.RPCConfig(tracker_host=self.host, tracker_port=self.port, tracker_key=self.key,
+                                   session_priority=1, session_timeout_sec=SESSION_TIMEOUT_S)
+
+    def check_device(self, target) -> int:
+        """The number of servers, once one of them has shown a device ``target`` can run on: a CUDA
+        device of the target's compute capability for a CUDA target, a CPU for ``llvm``."""
+        count = self.servers()
+        if count == 0:
+            raise UserError(f"the RPC tracker at {self.host}:{self.port} holds no server for key '{self.key}'")
+        session = self.rpc_config().connect_server()
+        kind = target.kind.name
+        try:
+            device = session.device("cpu" if kind == "llvm" else kind, 0)
+            present = device.exist
+        except Exception:  # pylint: disable=broad-except
+            present = False  # a runtime built without that device type raises instead
+        if not present:
+            raise UserError(f"the servers under key '{self.key}' have no {kind} device; target {kind} refused")
+        if kind == "cuda":
+            wanted = "".join(ch for ch in str(target.attrs.get("arch", "")) if ch.isdigit())
+            found = str(device.compute_version).replace(".", "")
+            if wanted and wanted != found:
+                raise UserError(f"the servers under key '{self.key}' run sm_{found}; the target is "
+                                f"{target.attrs.get('arch')}: tune for their GPU or use another key")
+        return count
+
+
+@derived_object
+class FleetRunner(PyRunner):
+    """``RPCRunner`` over a tracker's servers that stops the call when the tracker holds none."""
+
+    def __init__(self, tracker: Tracker, inner, poll_s: float = 1.0, grace_s: float = 5.0):
+        super().__init__()
+        self.tracker = tracker
+        self.inner = inner
+        self.poll_s = poll_s
+        self.grace_s = grace_s
+
+    def run(self, runner_inputs):
+        self._require_servers()
+        futures = self.inner.run(runner_inputs)
+        lost_since = None
+        while not all(future.done() for future in futures):
+            time.sleep(self.poll_s)
+            if self.tracker.servers() > 0:
+                lost_since = None
+            elif lost_since is None:
+                lost_since = time.monotonic()
+            elif time.monotonic() - lost_since > self.grace_s:
+                raise self._gone()
+        return futures
+
+    def _require_servers(self) -> None:
+        if self.tracker.servers() == 0:
+            raise self._gone()
+
+    def _gone(self) -> NoServerLeft:
+        """The stop to raise: on its way out of MetaSchedule's C++ the FFI turns it into a
+        RuntimeError, and ``graceful_interrupts`` gives it back. The runner's workers, each waiting
+        on the tracker for a server, are stopped: one that got a server later would measure for
+        nobody."""
+        self.inner.pool.shutdown(wait=False)
+        return stop_now(NoServerLeft(f"no RPC server left for key '{self.tracker.key}' at {self.tracker.host}:"
+                            f"{self.tracker.port}; records measured so far are kept, rerun with a server up "
+                            "to resume"))
+
+
+def make_fleet_runner(tracker: Tracker, target, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100,
+                      workers: Optional[int] = None):
+    """A FleetRunner measuring on ``tracker``'s servers with the local runner's evaluator settings,
+    once the servers' device was checked against ``target``; ``workers`` defaults to the servers."""
+    from tvm.s_tir import meta_schedule as ms
+
+    servers = tracker.check_device(target)
+    config = ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+                                       enable_cpu_cache_flush=False)
+    inner = ms.runner.RPCRunner(rpc_config=tracker.rpc_config(), evaluator_config=config,
+                                max_workers=workers or servers)
+    return FleetRunner(tracker, inner)
+
+
+class LocalFleet:
+    """A tracker and ``servers`` RPC servers on this machine (loopback), each a process of its own:
+    for trying a fleet set-up, and for the tests and benchmarks of this module. Logs go to
+    ``log_dir`` (``tracker.log``, ``server<i>.log``)."""
+
+    def __init__(self, log_dir: str, key: str = "local", servers: int = 1):
+        self.log_dir, self.key = log_dir, key
+        self.port = _free_port()
+        self.servers: list = []
+        self.tracker_process = self._start("tracker", "tvm.exec.rpc_tracker", "--host", "127.0.0.1",
+                                           "--port", str(self.port), "--port-end", str(self.port + 1))
+        self.tracker = Tracker("127.0.0.1", self.port, key)
+        for _ in range(servers):
+            self.add_server()
+
+    def add_server(self):
+        base = _free_port()
+        server = self._start(f"server{len(self.servers)}", "tvm.exec.rpc_server", "--tracker",
+                             f"127.0.0.1:{self.port}", "--key", self.key, "--host", "127.0.0.1", "--port", str(base),
+                             "--port-end", str(base + 50))
+        self.servers.append(server)
+        running = sum(1 for s in self.servers if s.poll() is None)
+        self._wait(lambda: self._registered() == running)
+        return server
+
+    def kill(self, process) -> None:
+        import signal
+
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+    def close(self) -> None:
+        for process in self.servers + [self.tracker_process]:
+            if process.poll() is None:
+                self.kill(process)
+
+    def __enter__(self) -> "LocalFleet":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _registered(self) -> int:
+        try:
+            return Tracker("127.0.0.1", self.port, self.key).servers()
+        except UserError:
+            return -1  # the tracker is not up yet
+
+    def _start(self, name: str, module: str, *args):
+        import subprocess
+        import sys
+
+        log = open(os.path.join(self.log_dir, f"{name}.log"), "w")  # pylint: disable=consider-using-with
+        return subprocess.Popen([sys.executable, "-m", module, *args], stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+    @staticmethod
+    def _wait(condition, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise UserError("the local RPC tracker or a server did not come up within a minute")
+            time.sleep(0.2)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -1,0 +1,95 @@
+"""Measuring through TVM's RPC tracker: a real tracker and real servers on loopback, started here."""
+
+import contextlib
+import os
+import threading
+import time
+
+import pytest
+
+from ms_pruner.cli import main
+from ms_pruner.database.records import open_database
+from ms_pruner.tuning.fleet import LocalFleet
+
+SPEC = "matmul:128x128x128:float32:float32"
+KEY = "cpu-test"
+
+
+def _measured_by(fleet, index: int) -> int:
+    with open(os.path.join(fleet.log_dir, f"server{index}.log")) as log:
+        return log.read().count("load_module")
+
+
+@contextlib.contextmanager
+def fleet(tmp_path, servers: int):
+    with LocalFleet(str(tmp_path), KEY, servers) as running:
+        yield running
+
+
+def _records(work_dir) -> int:
+    if not os.path.exists(os.path.join(work_dir, "database_tuning_record.json")):
+        return 0
+    return len(list(open_database(work_dir).get_all_tuning_records()))
+
+
+def _when_records(work_dir, count: int, action) -> threading.Thread:
+    """Run ``action`` once the work dir holds ``count`` records (a finished first round)."""
+    def watch():
+        while _records(work_dir) < count:
+            time.sleep(0.2)
+        action()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def _tune(work_dir, address, trials: int = 16):
+    return main(["tune", SPEC, "--target", "llvm", "--trials", str(trials), "--per-iter", "8", "--seed", "0",
+                 "--work-dir", str(work_dir), "--no-progress", "--rpc", address])
+
+
+@pytest.mark.slow
+def test_a_run_measures_on_every_server_of_the_key(tmp_path, capsys):
+    with fleet(tmp_path, 2) as running:
+        assert _tune(tmp_path / "wd", str(running.tracker)) == 0
+        assert "16 records (16 new)" in capsys.readouterr().out
+        assert _measured_by(running, 0) > 0 and _measured_by(running, 1) > 0
+        assert _measured_by(running, 0) + _measured_by(running, 1) == 16
+
+
+@pytest.mark.slow
+def test_a_server_killed_mid_run_costs_only_its_candidates(tmp_path, capsys):
+    work_dir = str(tmp_path / "wd")
+    with fleet(tmp_path, 2) as running:
+        _when_records(work_dir, 8, lambda: running.kill(running.servers[1]))
+        assert _tune(work_dir, str(running.tracker), trials=24) == 0
+        assert "24 records (24 new)" in capsys.readouterr().out
+        assert running.tracker.servers() == 1 and _records(work_dir) == 24
+
+
+@pytest.mark.slow
+def test_with_every_server_gone_the_run_stops_in_one_line_and_a_rerun_resumes(tmp_path, capsys):
+    work_dir = str(tmp_path / "wd")
+    with fleet(tmp_path, 2) as running:
+        _when_records(work_dir, 8, lambda: [running.kill(s) for s in running.servers])
+        assert _tune(work_dir, str(running.tracker), trials=24) == 3
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.startswith(f"ms-pruner: error: no RPC server left for key '{KEY}'") and "rerun" in err
+        kept = _records(work_dir)
+        assert kept >= 8
+        running.add_server()
+        assert _tune(work_dir, str(running.tracker), trials=24) == 0
+        assert f"24 records ({24 - kept} new)" in capsys.readouterr().out
+
+
+def test_a_cuda_target_is_refused_where_the_servers_have_no_cuda_device(tmp_path, capsys):
+    with fleet(tmp_path, 1) as running:
+        assert main(["tune", "matmul:256x256x256:float16:float32", "--target", "cuda", "--gpu", "h100",
+                     "--space", "wmma", "--trials", "8", "--work-dir", str(tmp_path / "wd"), "--rpc",
+                     str(running.tracker)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"ms-pruner: error: the servers under key '{KEY}' have no cuda device; target cuda refused"
+        assert not (tmp_path / "wd").exists() and _measured_by(running, 0) == 0
+    assert main(["tune", SPEC, "--target", "llvm", "--rpc", "localhost:nine:key"]) == 2
+    assert "--rpc takes HOST:PORT:KEY" in capsys.readouterr().err
