@@ -60,7 +60,7 @@ def cmd_tune_model(args) -> int:
                         choice.target, work_dir, args.trials, strategy=args.strategy, seed=args.seed,
                         num_trials_per_iter=args.per_iter, pretrained=args.pretrained,
                         progress=not args.no_progress, space=args.space, first_round=args.first_round,
-                        cost_model=args.cost_model, rpc=args.rpc)
+                        cost_model=args.cost_model, rpc=args.rpc, warm_start=args.warm_start)
     outputs, seconds = run_executable(result.executable, choice.target, [example.numpy()])
     print(f"{args.model} ({spec.dtype} compute, input {tuple(spec.input_shape)}) on {choice.target.kind.name}: "
           f"{len(result.tasks)} tasks tuned with {args.strategy} ({args.trials} trials) in {work_dir}")

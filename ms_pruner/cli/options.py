@@ -22,6 +22,9 @@ def add_search_options(parser) -> None:
                         help="what scores candidates: default XGB for stock, PaCM for pruner/moa; analyzer: the "
                              "static analyzer alone, never learning (the verify ablation; compare applies it to "
                              "Pruner's runs)")
+    parser.add_argument("--warm-start", nargs="+", default=[], metavar="DB",
+                        help="work dirs of other workloads: their best records of this operator kind, adapted "
+                             "to its shapes, lead Pruner's first round (docs/search.md)")
     parser.add_argument("--no-first-round", dest="first_round", action="store_false",
                         help="Pruner without its tensor-core first-round policy (climb, geometry cap, "
                              "follow-up slices): the ablation")

@@ -123,6 +123,7 @@ def cmd_tune(args) -> int:
         space=args.space,
         first_round=args.first_round,
         rpc=args.rpc,
+        warm_start=args.warm_start,
     )
     if args.json:
         print(json.dumps(dict(vars(result), best_tflops=result.best_tflops, workload=workload.spec)))
@@ -212,12 +213,13 @@ def cmd_compare(args) -> int:
                "cpu": choice.cpu.name if choice.cpu else None}
     command = "ms-pruner " + " ".join(args.argv)
     settings = comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder, args.space,
-                                   args.first_round, args.cost_model)
+                                   args.first_round, args.cost_model, args.warm_start)
     previous = {} if args.fresh else load_previous(args.out, settings)
     report = run_comparison(workloads, choice, args.trials, args.per_iter, args.out, seed=args.seed,
                             strategies=strategies, pretrained=args.pretrained, builder=args.builder,
                             progress=not args.no_progress, previous=previous, space=args.space,
                             first_round=args.first_round, cost_model=args.cost_model, rpc=args.rpc,
+                            warm_start=args.warm_start,
                             on_run=lambda partial: write_outputs(partial, args.out, command, machine))
     for path in write_outputs(report, args.out, command, machine):
         print(f"wrote {path}")
@@ -240,7 +242,7 @@ def cmd_restore(args) -> int:
         rerun.append((spec, strategy))
     choice = resolve_target(args.target, args.gpu, require_device=True)
     settings = comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder, args.space,
-                                   args.first_round, args.cost_model)
+                                   args.first_round, args.cost_model, args.warm_start)
     report = restore_comparison(os.path.join(args.source, "compare", "compare.json"),
                                 os.path.join(args.source, "work.tgz"), args.out, settings, rerun)
     for spec, entry in report["workloads"].items():

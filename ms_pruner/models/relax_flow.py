@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from ..errors import UserError, require_positive
+from ..hardware import resolve_target
 from ..intrinsics import register_tensor_intrinsics
 from .compile import compile_tuned
 
@@ -73,12 +74,11 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
                strategy: str = "pruner", *, builder="pruner", runner=None, seed: Optional[int] = None,
                num_trials_per_iter: int = 64, pretrained: Optional[str] = None, progress: bool = True,
                space: str = "auto", first_round: bool = True, cost_model: Optional[str] = None,
-               rpc: Optional[str] = None) -> RelaxTuneResult:
+               rpc: Optional[str] = None, warm_start: Sequence[str] = ()) -> RelaxTuneResult:
     """Tune every task of a Relax module with ``strategy`` and compile it with the results.
 
-    ``space`` (ms_pruner.space) is one for all tasks; ``auto`` is ``all`` on an sm_80+ GPU when the
-    mma rule takes a block of any task, else ``wmma``. ``first_round=False``: Pruner without its
-    first-round policy; ``cost_model`` and ``rpc`` as tune_tir's."""
+    ``space`` is one for all tasks (``auto``: ``all`` on sm_80+ when the mma rule takes a block of a
+    task); ``first_round``, ``cost_model``, ``rpc`` and ``warm_start`` (every task's) as tune_tir's."""
     from tvm.s_tir import meta_schedule as ms
 
     from ..database.records import open_database
@@ -87,10 +87,8 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
 
     require_positive("--trials", max_trials_global)
     require_positive("--per-iter", num_trials_per_iter)
-    check_search(strategy, pretrained, seed, cost_model, first_round)
+    check_search(strategy, pretrained, seed, cost_model, first_round, warm_start)
     if isinstance(target, str):
-        from ..hardware import resolve_target
-
         target = resolve_target(target, require_device=False).target
     register_tensor_intrinsics()
     fused = legalize_and_fuse(mod)
@@ -104,7 +102,8 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
         runner = make_fleet_runner(Tracker.parse(rpc), target)
     os.makedirs(work_dir, exist_ok=True)
     database = open_database(work_dir, create=True)
-    strategy_obj, model = search_components(strategy, target, pretrained, seed, cost_model, first_round)
+    strategy_obj, model = search_components(strategy, target, pretrained, seed, cost_model, first_round,
+                                            warm_start)
     with instrumented_session(work_dir, max_trials_global, strategy_obj, builder, runner,
                               f"tuning model ({strategy})", progress, cost_model=model) as (clock, measure):
         ms.relax_integration.tune_relax(

@@ -1,18 +1,15 @@
 """PrunerSearch: draft with the static analyzer, verify with the learned model, exploit the best.
 
-A round (``generate_measure_candidates``): the **population** (best measured, replayed; last round's
-unmeasured draft; fresh samples, screened on a GPU: screen.py), the **draft** (draft.py: genetic
-evolution with the analyzer as fitness, sharper in a cold round), **verify** (verify.py: the cost
-model ranks the draft; the batch takes its best, an ``eps_greedy`` random share and, from round
-``droplet_after``, Droplet neighbours of the best measured: droplet.py), and the **update** of the
-cost model and the draft with the results. The tensor-core first-round policy (first_round/) acts
-on the cold round and its follow-up slices; ``first_round=None`` is plain Pruner (docs/search.md).
+A round: the population (best measured, last round's unmeasured draft, fresh samples: screen.py),
+the draft (draft.py: evolution with the analyzer as fitness), verify (verify.py: the cost model
+ranks the draft and Droplet's neighbours of the best measured, droplet.py) and the update with the
+results. The first-round policy (first_round/) acts on a cold round and its follow-up slices.
 """
 
 from __future__ import annotations
 
 import random
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
@@ -26,9 +23,11 @@ from .draft import AnalyzerDraft
 from .droplet import unmeasured_neighbours
 from .first_round import FirstRoundPolicy
 from .same_kernel import SameKernels
+from .screen import ScreenedSampler
 from .space import DesignSpace
 from .stats import RoundStats, counters
 from .verify import BatchRules, compose_batch, rank
+from .warm_start import WarmStart
 
 
 @derived_object
@@ -38,23 +37,25 @@ class PrunerSearch(PySearchStrategy):
     ``config`` sets Pruner's round, ``first_round`` the tensor-core first-round policy (None: off).
     ``timings`` (a list, shared with clones) receives each round's RoundStats. ``pretrained`` (a
     file from ``ms-pruner train``) makes the search verify with its own momentum-adapted PaCM (MoA),
-    updated after every measured batch, whatever cost model the tuning call carries.
+    updated after every measured batch, whatever cost model the tuning call carries. ``warm_start``
+    (work dirs) leads the first round with adapted records of other workloads (warm_start.py).
     """
 
     def __init__(self, config: Optional[PrunerConfig] = None,
                  first_round: Optional[FirstRoundConfig] = FirstRoundConfig(), seed: int = 0,
-                 pretrained: Optional[str] = None, momentum: float = 0.9, timings: Optional[list] = None):
+                 pretrained: Optional[str] = None, momentum: float = 0.9, timings: Optional[list] = None,
+                 warm_start: Sequence[str] = ()):
         super().__init__()
         register_tensor_intrinsics()  # before ms.tune_tir's TuneContext imports them, ten times slower
         self.config = config if config is not None else PrunerConfig()
         self.first_round_config = first_round
-        self.seed, self.pretrained, self.momentum = seed, pretrained, momentum
+        self.seed, self.pretrained, self.momentum, self.warm_start = seed, pretrained, momentum, tuple(warm_start)
         self.timings = timings if timings is not None else []
         self.rng = random.Random(seed)
         self.context = self.space = self.analyzer = self.facts = None
         # Set by the tune context: the analyzer draft (draft.py), ``config`` resolved for the target,
         # the FirstRoundPolicy, the screened sampler of fresh samples (screen.py, on a GPU).
-        self.draft = self.settings = self.first_round = self.sampler = None
+        self.draft = self.settings = self.first_round = self.sampler = self.warm = None
         self.follow_up = None  # what the cold round left for its follow-up slices (first_round/follow_up.py)
 
     # -- MetaSchedule plumbing ------------------------------------------------------------
@@ -70,8 +71,6 @@ class PrunerSearch(PySearchStrategy):
                                                 context.target, int(context.num_threads), self.rng)
         self.draft = AnalyzerDraft(context, self.analyzer, settings, self.seed)
         if settings.screen_samples and self.analyzer.is_gpu:
-            from .screen import ScreenedSampler
-
             self.sampler = ScreenedSampler.for_target(self.space, self.analyzer, context.target)
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None):
@@ -95,25 +94,25 @@ class PrunerSearch(PySearchStrategy):
         self.round = -(-max(tried, len(self.measured)) // max(1, self.per_iter))
         if schedules and self.first_round is not None:  # an earlier call ended inside the first batch
             self.follow_up = self.first_round.resumed_follow_up(self.per_iter, tried, schedules)
+        if self.warm_start and not self.measured:  # a first round: other workloads' records lead it
+            self.warm = WarmStart(self.warm_start)
+            self.warm.prepare(self.space, self.facts, self.seed)
         if self.own_model is not None and schedules:  # a resumed run: the MoA model learns what was measured
             self.own_model.update(self.context, *measured_batch(schedules, latencies))
 
     def _replay_measured(self):
         """(schedules, latencies) of the records already in the database, each noted as measured."""
-        schedules, latencies = [], []
-        for record, sch in zip(*replayed_top_records(self.database, self.context.mod, self.space.replay_many)):
+        pairs = list(zip(*replayed_top_records(self.database, self.context.mod, self.space.replay_many)))
+        for record, sch in pairs:
             self._note_measured(record.trace, mean_latency(record), sch.mod if sch is not None else None)
-            if sch is not None:
-                schedules.append(sch)
-                latencies.append(mean_latency(record))
-        return schedules, latencies
+        return [s for _, s in pairs if s is not None], [mean_latency(r) for r, s in pairs if s is not None]
 
     def post_tuning(self) -> None:
         self.draft.post_tuning()
 
     def clone(self):
         return PrunerSearch(self.config, self.first_round_config, self.seed, self.pretrained, self.momentum,
-                            self.timings)
+                            self.timings, self.warm_start)
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         self.trials += len(results)
@@ -180,9 +179,10 @@ class PrunerSearch(PySearchStrategy):
                 picks, self.carry = policy.family_floor(picks, self.carry, batch, stats)
         if policy is not None:
             picks = policy.widen(picks, self.measured, stats)
-            if picks and batch < full_batch:
-                self.follow_up = policy.follow_up(full_batch, picks)
-                stats["follow_up_due"] = self.follow_up.sizes[0]
+        if self.warm is not None and self.best is None:  # measured as adapted: after the widening
+            picks, self.warm = self.warm.first_picks(picks, batch, self.facts.key, self.measured, stats), None
+        if policy is not None and picks and batch < full_batch:
+            self.follow_up = policy.follow_up(full_batch, picks, stats)
         return picks
 
     def _follow_up_round(self, pending, batch: int, stats: RoundStats) -> List:

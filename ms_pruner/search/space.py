@@ -16,6 +16,14 @@ from ..threads import map_on_threads
 from .candidates import structural_key
 
 
+class PerSchedule:
+    """A decision provider made for the schedule a trace replays on (``make(sch)``): one that reads
+    the new schedule's loops, as transfer.adapting_provider does."""
+
+    def __init__(self, make: Callable):
+        self.make = make
+
+
 class DesignSpace:
     """The sketches, postprocessors and mutators MetaSchedule would use for ``mod`` on ``target``."""
 
@@ -38,7 +46,8 @@ class DesignSpace:
 
     def replay(self, trace, seed: int, keep_decisions: bool = True,
                decision_provider: Optional[Callable] = None):
-        """Apply ``trace`` to a fresh schedule and run the postprocessors; None if rejected."""
+        """Apply ``trace`` to a fresh schedule and run the postprocessors; None if rejected.
+        ``decision_provider`` is TVM's (``trace.apply_to_schedule``), or a ``PerSchedule`` of one."""
         return self.replay_verdict(trace, seed, keep_decisions, decision_provider)[0]
 
     def replay_verdict(self, trace, seed: int, keep_decisions: bool = True,
@@ -79,6 +88,8 @@ class DesignSpace:
         if not keep_decisions:
             trace = Trace(trace.insts, {})
         sch = Schedule(self.mod, seed=seed, error_render_level="none")
+        if isinstance(decision_provider, PerSchedule):
+            decision_provider = decision_provider.make(sch)
         try:
             trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=decision_provider)
         except Exception:  # pylint: disable=broad-except

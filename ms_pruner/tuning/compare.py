@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from ..errors import UserError, require_positive
 from ..search.stats import STAGES
@@ -77,13 +77,14 @@ def summarize(runs: Dict[str, dict]) -> dict:
 
 
 def comparison_settings(choice, trials: int, per_iter: int, seed: int, builder: str, space: str = "auto",
-                        first_round: bool = True, cost_model: Optional[str] = None) -> dict:
+                        first_round: bool = True, cost_model: Optional[str] = None,
+                        warm_start: Sequence[str] = ()) -> dict:
     """What two comparisons must share for their runs to sit in one table (a trial count or round
     size below one is refused here, before any comparison is read or written)."""
     require_positive("--trials", trials)
     require_positive("--per-iter", per_iter)
     return {"target": str(choice.target), "trials": trials, "per_iter": per_iter, "seed": seed, "builder": builder,
-            "space": space, "first_round": first_round, "cost_model": cost_model}
+            "space": space, "first_round": first_round, "cost_model": cost_model, "warm_start": list(warm_start)}
 
 
 def _setting_before(report: dict, key: str):
@@ -96,6 +97,8 @@ def _setting_before(report: dict, key: str):
         return True
     if key == "cost_model":
         return None
+    if key == "warm_start":
+        return []
     if key == "space":
         return "wmma" if '"cuda"' in str(report.get("target", "")) else "auto"
     return None
@@ -147,7 +150,8 @@ def finished_work_dirs(out_dir: str, strategy: str) -> List[str]:
 def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, seed: int = 0,
                    strategies=("stock", "pruner"), pretrained: Optional[str] = None, builder: str = "pruner",
                    progress: bool = True, previous: Optional[dict] = None, on_run=None, space: str = "auto",
-                   first_round: bool = True, cost_model: Optional[str] = None, rpc: Optional[str] = None) -> dict:
+                   first_round: bool = True, cost_model: Optional[str] = None, rpc: Optional[str] = None,
+                   warm_start: Sequence[str] = ()) -> dict:
     """Tune every workload with every strategy, skipping runs already in ``previous``.
 
     ``on_run(report)`` is called before each run starts (the report names its work dir under
@@ -159,12 +163,13 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
     """
     if "moa" in strategies and not pretrained:
         raise UserError("comparing moa needs --pretrained MODEL")
+    switches = {s: _pruner_only(s, first_round, cost_model, warm_start) for s in strategies}
     for strategy in strategies:
-        pruner = strategy in PRUNER_STRATEGIES
-        check_search(strategy, pretrained, seed, cost_model if pruner else None, first_round or not pruner)
+        check_search(strategy, pretrained, seed, **switches[strategy])
     stamp = time.strftime("%Y%m%d-%H%M%S")
     previous = previous or {}
-    report = dict(comparison_settings(choice, trials, per_iter, seed, builder, space, first_round, cost_model),
+    report = dict(comparison_settings(choice, trials, per_iter, seed, builder, space, first_round, cost_model,
+                                      warm_start),
                   workloads=dict(previous.get("workloads", {})), commands=list(previous.get("commands", [])),
                   planned=list(dict.fromkeys(list(previous.get("planned", [])) + [w.spec for w in workloads])))
     for workload in workloads:
@@ -185,9 +190,7 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
                 result = tune_tir(workload.prim_func(), choice.target, work_dir, trials, strategy=strategy,
                                   builder=builder, seed=seed, num_trials_per_iter=per_iter,
                                   pretrained=pretrained if strategy == "moa" else None, progress=progress,
-                                  call=calls[strategy] - 1, space=space,
-                                  first_round=first_round or strategy not in PRUNER_STRATEGIES,
-                                  cost_model=cost_model if strategy in PRUNER_STRATEGIES else None, rpc=rpc)
+                                  call=calls[strategy] - 1, space=space, rpc=rpc, **switches[strategy])
             except KeyboardInterrupt:  # a time limit or Ctrl-C: keep what the cut run has measured
                 entry.setdefault("partial", {})[strategy] = _partial_run(workload, work_dir)
                 if on_run is not None:
@@ -204,6 +207,14 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
         if entry.get("reference") is None:
             entry["reference"] = reference_latency(workload, choice.is_cuda)
     return report
+
+
+def _pruner_only(strategy: str, first_round: bool, cost_model: Optional[str], warm_start: Sequence[str]) -> dict:
+    """The Pruner-only switches as check_search and tune_tir take them for ``strategy``: a stock run
+    of a comparison stays the baseline."""
+    pruner = strategy in PRUNER_STRATEGIES
+    return {"first_round": first_round or not pruner, "cost_model": cost_model if pruner else None,
+            "warm_start": tuple(warm_start) if pruner else ()}
 
 
 def _partial_run(workload, work_dir: str) -> dict:

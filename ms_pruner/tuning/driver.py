@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import os
 import time
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 from ..errors import UserError, require_positive, require_seed
 from ..database.records import best_record, mean_latency, open_database, records_for, workload_flops
@@ -41,7 +41,7 @@ class TuneResult:
 
 
 def check_search(strategy: str, pretrained: Optional[str] = None, seed: Optional[int] = None,
-                 cost_model: Optional[str] = None, first_round: bool = True) -> None:
+                 cost_model: Optional[str] = None, first_round: bool = True, warm_start: Sequence[str] = ()) -> None:
     """The choices ``search_components`` takes, checked before anything is created or tuned: an
     unknown name, a seed the generators refuse, or MoA without a model is one UserError line."""
     if strategy not in STRATEGIES:
@@ -57,10 +57,14 @@ def check_search(strategy: str, pretrained: Optional[str] = None, seed: Optional
         raise UserError("--strategy moa verifies with its pretrained PaCM; use --strategy pruner --cost-model analyzer")
     if not first_round and strategy not in PRUNER_STRATEGIES:
         raise UserError(f"--no-first-round switches off Pruner's first-round policy; --strategy {strategy} has none")
+    if warm_start and strategy not in PRUNER_STRATEGIES:
+        raise UserError(f"--warm-start leads Pruner's first round; --strategy {strategy} has none")
+    for path in warm_start:
+        open_database(path)  # a missing or corrupt database is one line now, not inside the search
 
 
 def search_components(strategy: str, target, pretrained: Optional[str] = None, seed: Optional[int] = None,
-                      cost_model: Optional[str] = None, first_round: bool = True):
+                      cost_model: Optional[str] = None, first_round: bool = True, warm_start: Sequence[str] = ()):
     """(search strategy, cost model) for MetaSchedule, by strategy name.
 
     ``stock`` is MetaSchedule's evolutionary search with its XGB model (or PaCM with
@@ -69,9 +73,10 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
     ``cost_model="analyzer"`` scores with the static analyzer alone, which never learns (for
     ``pruner``: the verify stage's ablation). ``replay`` is
     MetaSchedule's ReplayTrace (random schedules), for collecting unbiased measurement sets.
-    ``first_round=False`` runs Pruner without its tensor-core first-round policy (an ablation).
+    ``first_round=False`` runs Pruner without its tensor-core first-round policy (an ablation);
+    ``warm_start`` (work dirs) leads its first round with other workloads' records adapted.
     """
-    check_search(strategy, pretrained, seed, cost_model, first_round)
+    check_search(strategy, pretrained, seed, cost_model, first_round, warm_start)
     if strategy == "replay":  # uniform random candidates: for measuring datasets, not for tuning
         return "replay-trace", "random"
     model = _cost_model(strategy, target, pretrained, cost_model, seed or 0)
@@ -79,7 +84,8 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
         return "evolutionary", model
     from ..search import FirstRoundConfig, PrunerSearch
 
-    return PrunerSearch(first_round=FirstRoundConfig() if first_round else None, seed=seed or 0), model
+    return PrunerSearch(first_round=FirstRoundConfig() if first_round else None, seed=seed or 0,
+                        warm_start=warm_start), model
 
 
 def _cost_model(strategy: str, target, pretrained: Optional[str], cost_model: Optional[str], seed: int):
@@ -200,7 +206,8 @@ def normalized_mod(mod):
 def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock", *, builder="pruner",
              runner=None, seed: Optional[int] = None, num_trials_per_iter: int = 64, pretrained: Optional[str] = None,
              progress: bool = True, search=None, cost_model: Optional[str] = None, call: Optional[int] = None,
-             space: str = "auto", first_round: bool = True, rpc: Optional[str] = None) -> TuneResult:
+             space: str = "auto", first_round: bool = True, rpc: Optional[str] = None,
+             warm_start: Sequence[str] = ()) -> TuneResult:
     """Tune ``mod`` until the work dir holds ``max_trials`` records of it for ``target``.
 
     ``max_trials`` counts the records already there: a rerun resumes (round log, clock, and the
@@ -209,7 +216,8 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
     call of a run made in pieces this is, for the round log (compare counts its own). ``space``: the
     tensor-core rule families (ms_pruner.space; with mma, the GPU's opt-in shared memory a block).
     ``first_round=False``: Pruner without its first-round policy. ``rpc``: a tracker's ``HOST:PORT:KEY``
-    whose servers measure (``""``: the ``TVM_TRACKER_*`` variables; builder/rpc.py)."""
+    whose servers measure (``""``: the ``TVM_TRACKER_*`` variables; fleet.py). ``warm_start``: work
+    dirs whose records of other workloads of this operator kind lead Pruner's first round."""
     from tvm.s_tir import meta_schedule as ms
 
     from ..space import tuning_space
@@ -219,7 +227,7 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
     require_positive("--trials", max_trials)
     require_positive("--per-iter", num_trials_per_iter)
     if search is None:
-        check_search(strategy, pretrained, seed, cost_model, first_round)
+        check_search(strategy, pretrained, seed, cost_model, first_round, warm_start)
     else:
         require_seed(seed)
     workload = normalized_mod(mod)
@@ -230,15 +238,13 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
     database = open_database(work_dir, create=True)
     existing = records_for(database, workload, target)
     remaining = max_trials - len(existing)
-    flops = workload_flops(workload)
     started = time.perf_counter()
-    log_path = os.path.join(work_dir, ROUND_LOG)
     tag = workload_tag(workload)
-    resume = resume_point(log_path, existing, tag)
-    rounds: List[dict] = list(resume.rounds) if resume else []
-    warmed_on = 0
+    resume = resume_point(os.path.join(work_dir, ROUND_LOG), existing, tag)
+    rounds, warmed_on = (list(resume.rounds) if resume else []), 0
     if remaining > 0:
-        strategy_obj, model = search or search_components(strategy, target, pretrained, seed, cost_model, first_round)
+        strategy_obj, model = search or search_components(strategy, target, pretrained, seed, cost_model,
+                                                          first_round, warm_start)
         with instrumented_session(work_dir, remaining, strategy_obj, builder, runner, f"tuning ({strategy})",
                                   progress, resume, tag, call, cost_model=model) as (clock, measure):
             # No round starts that would end past a time limit (interrupt.py): a resumed run
@@ -254,6 +260,6 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
     best = best_record(records)
     return TuneResult(work_dir=work_dir, strategy=strategy, records=len(records),
                       new_trials=len(records) - len(existing),
-                      best_latency_s=mean_latency(best) if best is not None else None, flops=flops,
+                      best_latency_s=mean_latency(best) if best is not None else None, flops=workload_flops(workload),
                       wall_s=time.perf_counter() - started, rounds=rounds, warmed_on=warmed_on, space=resolved,
                       target=str(target))

@@ -110,10 +110,12 @@ class FirstRoundPolicy:
                                                          excluded, self.rng, kept)
         return picks
 
-    def follow_up(self, full_batch: int, picks: List) -> FollowUp:
+    def follow_up(self, full_batch: int, picks: List, stats) -> FollowUp:
         """What the cold round's ``picks`` of a first batch of ``full_batch`` leave to the follow-up."""
-        return FollowUp(slice_sizes(full_batch - len(picks), self.config.follow_up_slices),
-                        collections.Counter(map(self.facts.geometry, picks)))
+        pending = FollowUp(slice_sizes(full_batch - len(picks), self.config.follow_up_slices),
+                           collections.Counter(map(self.facts.geometry, picks)))
+        stats["follow_up_due"] = pending.sizes[0]
+        return pending
 
     def resumed_follow_up(self, per_iter: int, tried: int, schedules: Iterable) -> Optional[FollowUp]:
         """The follow-up a resumed call owes when an earlier one ended inside the first batch."""

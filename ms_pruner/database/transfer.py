@@ -1,0 +1,114 @@
+"""Transfer-tuning: the best records of other workloads of one operator kind, adapted to new shapes.
+
+MetaSchedule reuses a record only for the very same workload (structural hash). A schedule tuned
+for one GEMM or convolution is a good start for another of the same kind and other shapes (Gibson &
+Cano, PACT'22): its trace replays on the new workload once each tile split is re-factored to the
+new loop extents; the other decisions (unroll depths, vector widths, compute locations) are kept,
+and a trace that no longer applies or fails the postprocessors is dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable, List, Sequence, Tuple
+
+from ..errors import UserError
+from .records import is_valid, mean_latency, open_database
+
+TILE_SAMPLES = ("SamplePerfectTile", "SamplePartitionedTile")
+
+
+def operator_signature(mod) -> Tuple:
+    """A workload's operator kind, whatever its shapes: each block's name, iteration kinds (spatial,
+    reduction) and which iteration variables index each dimension of what it reads and writes (a
+    matmul's B[k, j] is not matmul_nt's B[j, k]), and the parameters' dtypes. Tasks of one kind and
+    other shapes share it, so their traces name the same blocks and loops."""
+    import tvm
+    from tvm.s_tir import Schedule
+
+    if not isinstance(mod, tvm.IRModule):
+        mod = tvm.IRModule({"main": mod})
+    func = next(iter(mod.functions.values()))
+    sch = Schedule(mod)
+    blocks = tuple(_block_signature(sch.get(b)) for b in sch.get_child_blocks(sch.get_sblock("root")))
+    return blocks, tuple(str(getattr(p, "dtype", "")) for p in func.params)
+
+
+def _block_signature(block) -> Tuple:
+    names = [str(v.var.name) for v in block.iter_vars]
+    kinds = "".join("SR"[int(v.iter_type) == 2] for v in block.iter_vars)
+
+    def uses(expr) -> Tuple[int, ...]:
+        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", str(expr)))
+        return tuple(i for i, name in enumerate(names) if name in words)
+
+    access = tuple(tuple(uses(dim.min) for dim in region.region) for region in list(block.reads) + list(block.writes))
+    return str(block.name_hint), kinds, access
+
+
+def refactor(factors: Sequence[int], extent: int, max_innermost: int = 0) -> List[int]:
+    """``factors`` re-factored to multiply to ``extent``: from the innermost out, each the largest
+    divisor of what is left that is no larger than the old factor (the innermost also within
+    ``max_innermost`` where that is set), the outermost taking the rest. Always a valid split."""
+    left, inner = int(extent), []
+    for position, old in enumerate(reversed(list(factors)[1:])):
+        cap = max(1, int(old))
+        if position == 0 and max_innermost > 0:
+            cap = min(cap, int(max_innermost))
+        factor = max(d for d in range(1, min(cap, left) + 1) if left % d == 0)
+        inner.append(factor)
+        left //= factor
+    return [left] + inner[::-1]
+
+
+def adapting_provider(sch) -> Callable:
+    """A ``decision_provider`` for replaying a trace on ``sch``: each tile split's decision
+    re-factored to the extent of the loop it splits in ``sch`` (``refactor``), the rest kept."""
+    def provide(inst, inputs, attrs, decision):
+        if inst.kind.name == "SamplePerfectTile" and decision is not None:
+            extent = int(sch.get(inputs[0]).extent)
+            return [int(f) for f in refactor([int(d) for d in decision], extent, int(attrs[1]))]
+        return decision
+
+    return provide
+
+
+def same_kind_of_target(left, right) -> bool:
+    """Same target kind and, for a GPU, the same architecture (a space's shared-memory opt-in and
+    the host's core count do not matter to a schedule)."""
+    return left.kind.name == right.kind.name and str(left.attrs.get("arch", "")) == str(right.attrs.get("arch", ""))
+
+
+@dataclasses.dataclass
+class SourceRecord:
+    """A record of another workload that a warm start adapts: where from, and its latency."""
+
+    trace: object
+    source: str
+    latency_s: float
+
+
+def source_records(paths: Sequence[str], mod, target, per_workload: int = 8) -> List[SourceRecord]:
+    """The ``per_workload`` fastest valid records of each other workload in the databases at
+    ``paths`` that has ``mod``'s operator kind and was tuned for ``target``'s kind of target, best
+    first. Records of ``mod`` itself are left out (MetaSchedule reuses those already)."""
+    import tvm_ffi
+
+    wanted, own = operator_signature(mod), int(tvm_ffi.structural_hash(mod))
+    found: List[SourceRecord] = []
+    for path in paths:
+        by_workload = {}
+        for record in open_database(path).get_all_tuning_records():
+            if is_valid(record) and same_kind_of_target(record.target, target):
+                key = int(tvm_ffi.structural_hash(record.workload.mod))
+                by_workload.setdefault(key, (record.workload, []))[1].append(record)
+        for key, (workload, records) in by_workload.items():
+            if key == own or operator_signature(workload.mod) != wanted:
+                continue
+            records.sort(key=mean_latency)
+            found += [SourceRecord(r.trace, f"{path}#{i}", mean_latency(r))
+                      for i, r in enumerate(records[:per_workload])]
+    if not found and paths:
+        raise UserError(f"--warm-start: no record of this operator kind for this target in {', '.join(paths)}")
+    return sorted(found, key=lambda s: s.latency_s)

@@ -1,0 +1,54 @@
+"""A warm start: the first round measures the best adapted records of other workloads first.
+
+``PrunerSearch(warm_start=[work dirs])`` reads, when it meets a workload with nothing measured, the
+fastest records of every other workload of the same operator kind and kind of target in those
+databases (database/transfer.py), replays each on this workload's space with its tile splits
+re-factored to the new extents, and ranks the valid ones by the analyzer. The cold round's batch
+then takes the best of them first, up to ``share`` of it; the usual draft fills the rest.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import List, Sequence
+
+from ..database.transfer import adapting_provider, source_records
+from .space import PerSchedule
+
+
+class WarmStart:
+    """Adapted records for one tuning context's first round."""
+
+    def __init__(self, paths: Sequence[str], per_workload: int = 8, share: float = 0.25):
+        self.paths = list(paths)
+        self.per_workload = per_workload
+        self.share = share
+        self.ranked: List[tuple] = []  # (schedule, source label), best estimated first
+        self.stats = {}
+
+    def prepare(self, space, facts, seed: int) -> None:
+        """Adapt and replay the source records on ``space``, ranked by ``facts``' estimates."""
+        sources = source_records(self.paths, space.mod, space.target, self.per_workload)
+        rng = random.Random(seed)
+        provider = PerSchedule(adapting_provider)
+        replayed = space.on_threads(lambda trace, s: space.replay(trace, s, decision_provider=provider),
+                                    [source.trace for source in sources],
+                                    [rng.randrange(1, 1 << 30) for _ in sources])
+        valid = [(sch, source.source) for sch, source in zip(replayed, sources) if sch is not None]
+        self.ranked = sorted(valid, key=lambda entry: facts.estimate(entry[0]).latency_s)
+        self.stats = {"warm_adapted": len(sources), "warm_valid": len(valid)}
+
+    def first_picks(self, picks: List, batch: int, key_of, measured: set, stats) -> List:
+        """``picks`` led by the best adapted schedules not measured yet (at most ``share`` of
+        ``batch``), the lowest-ranked of the others giving way; their sources go in the round log."""
+        wanted = min(len(self.ranked), int(math.ceil(batch * self.share)))
+        chosen, seen = [], set()
+        for sch, source in self.ranked:
+            key = key_of(sch)
+            if len(chosen) < wanted and key not in measured and key not in seen:
+                chosen.append((sch, source))
+                seen.add(key)
+        rest = [p for p in picks if key_of(p) not in seen][:max(0, batch - len(chosen))]
+        stats.update(self.stats, warm_picked=len(chosen), warm_sources=[source for _, source in chosen])
+        return [sch for sch, _ in chosen] + rest

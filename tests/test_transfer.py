@@ -1,0 +1,100 @@
+"""Transfer-tuning: traces tuned for one shape adapt to another of the same operator kind."""
+
+import json
+import os
+import random
+
+import pytest
+
+from conftest import REPO_ROOT
+from ms_pruner.cli import main
+from ms_pruner.database.transfer import operator_signature, refactor
+from ms_pruner.workloads import parse_workload
+
+TUNED = os.path.join(REPO_ROOT, "tests", "data", "cpu_pruner_seed0")  # real CPU records, 64 a workload
+
+
+def test_refactoring_a_split_always_gives_a_valid_one():
+    rng = random.Random(0)
+    for _ in range(2000):
+        factors = [rng.choice([1, 2, 3, 4, 5, 7, 8, 16, 32, 64]) for _ in range(rng.randint(2, 5))]
+        extent = rng.choice([1, 7, 16, 49, 56, 64, 96, 100, 128, 1000, 3136, 4096])
+        cap = rng.choice([0, 16, 64])
+        new = refactor(factors, extent, cap)
+        product = 1
+        for factor in new:
+            product *= factor
+        assert product == extent and len(new) == len(factors) and min(new) >= 1
+        assert cap == 0 or new[-1] <= cap
+    assert refactor([2, 2, 4, 8], 256, 64) == [4, 2, 4, 8]  # the inner factors kept where they divide
+
+
+def test_the_operator_signature_tells_kinds_apart_not_shapes():
+    signature = lambda spec: operator_signature(parse_workload(spec).prim_func())  # noqa: E731
+    assert signature("matmul:128x128x128:float32:float32") == signature("matmul:256x64x512:float32:float32")
+    assert signature("matmul:128x128x128:float32:float32") != signature("matmul_nt:128x128x128:float32:float32")
+    assert signature("matmul:128x128x128:float32:float32") != signature("matmul:128x128x128:float16:float32")
+    assert signature("conv2d_nhwc:1x14x14x32x32k3s1p1:float32:float32") == \
+        signature("conv2d_nhwc:1x28x28x32x64k3s2p1:float32:float32")
+
+
+@pytest.mark.parametrize("source, new", [
+    ("matmul_128x128x128_float32_float32", "matmul:256x64x512:float32:float32"),
+    ("conv2d_nhwc_1x14x14x32x32k3s1p1_float32_float32", "conv2d_nhwc:1x28x28x32x64k3s1p1:float32:float32"),
+])
+def test_tuned_traces_adapt_to_another_shape_and_replay_valid(source, new):
+    from ms_pruner.database.transfer import adapting_provider, source_records
+    from ms_pruner.hardware import llvm_target
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.space import PerSchedule
+
+    space = DesignSpace(parse_workload(new).prim_func(), llvm_target())
+    records = source_records([os.path.join(TUNED, source)], space.mod, llvm_target(), per_workload=8)
+    assert len(records) == 8 and records[0].latency_s <= records[-1].latency_s
+    adapted = [space.replay(r.trace, 1, decision_provider=PerSchedule(adapting_provider)) for r in records]
+    assert all(sch is not None for sch in adapted)
+    for record, sch in zip(records, adapted):  # each split re-factored from the tuned one, the rest kept
+        tuned, new = (_decisions(trace) for trace in (record.trace, sch.trace))
+        assert [kind for kind, _, _ in tuned] == [kind for kind, _, _ in new]
+        for (kind, old, attrs), (_, got, _) in zip(tuned, new):
+            if kind == "SamplePerfectTile":
+                extent = 1
+                for factor in got:
+                    extent *= factor
+                assert got == refactor(old, extent, attrs), (old, got)
+            else:
+                assert got == old
+
+
+def _decisions(trace):
+    """(kind, decision, max innermost factor) of each sampling instruction, in order."""
+    out = []
+    for inst in trace.insts:
+        if inst.kind.name.startswith("Sample") and inst in trace.decisions:
+            decision = trace.decisions[inst]
+            value = [int(d) for d in decision] if inst.kind.name == "SamplePerfectTile" else str(decision)
+            out.append((inst.kind.name, value, int(inst.attrs[1]) if inst.kind.name == "SamplePerfectTile" else 0))
+    return out
+
+
+@pytest.mark.slow
+def test_a_warm_start_leads_the_first_round_with_adapted_records(tmp_path, capsys):
+    work_dir = str(tmp_path / "wd")
+    assert main(["tune", "matmul:256x64x512:float32:float32", "--target", "llvm", "--trials", "8", "--per-iter", "8",
+                 "--seed", "0", "--work-dir", work_dir, "--no-progress", "--warm-start",
+                 os.path.join(TUNED, "matmul_128x128x128_float32_float32")]) == 0
+    assert "8 records (8 new)" in capsys.readouterr().out
+    (first,) = [json.loads(line)["strategy"] for line in open(os.path.join(work_dir, "logs", "ms_pruner_rounds.jsonl"))]
+    assert first["warm_adapted"] == first["warm_valid"] == 8 and first["warm_picked"] == 2
+    assert all(source.startswith(TUNED) for source in first["warm_sources"])
+
+
+def test_a_warm_start_refuses_what_it_cannot_use_in_one_line(tmp_path, capsys):
+    spec = "matmul:64x64x64:float32:float32"
+    assert main(["tune", spec, "--target", "llvm", "--warm-start", str(tmp_path / "none"),
+                 "--work-dir", str(tmp_path / "wd")]) == 2
+    assert "no MetaSchedule database" in capsys.readouterr().err
+    assert main(["tune", spec, "--target", "llvm", "--strategy", "stock", "--warm-start", TUNED,
+                 "--work-dir", str(tmp_path / "wd")]) == 2
+    assert "--warm-start leads Pruner's first round; --strategy stock has none" in capsys.readouterr().err
+    assert not (tmp_path / "wd").exists()
