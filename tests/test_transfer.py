@@ -98,3 +98,20 @@ def test_a_warm_start_refuses_what_it_cannot_use_in_one_line(tmp_path, capsys):
                  "--work-dir", str(tmp_path / "wd")]) == 2
     assert "--warm-start leads Pruner's first round; --strategy stock has none" in capsys.readouterr().err
     assert not (tmp_path / "wd").exists()
+
+
+@pytest.mark.slow
+def test_db_merge_keeps_each_records_target_and_says_so_and_best_keeps_one_a_workload(tmp_path, capsys, h100_runs):
+    cpu = os.path.join(TUNED, "matmul_128x128x128_float32_float32")
+    gpu = h100_runs("matmul_4096x4096x4096_float16_float32", "stock")
+    merged, best = str(tmp_path / "merged"), str(tmp_path / "best")
+    assert main(["db", "merge", cpu, gpu, "--out", merged]) == 0
+    assert capsys.readouterr().out.strip() == (f"wrote 320 records into {merged}: 256 for cuda sm_90a, 64 for llvm; "
+                                               "2 targets, each record keeping its own")
+    assert main(["db", "best", merged, "--out", best]) == 0
+    assert main(["db", "list", best]) == 0
+    out = capsys.readouterr().out
+    assert "C(128x128:float32, 128x128:float32, 128x128:float32) on llvm: 1 records (1 valid), best 117.3 us" in out
+    assert "C(4096x4096:float16, 4096x4096:float16, 4096x4096:float32) on cuda sm_90a: 1 records (1 valid)" in out
+    assert main(["db", "merge", str(tmp_path / "none"), "--out", str(tmp_path / "never")]) == 2
+    assert "no MetaSchedule database" in capsys.readouterr().err and not (tmp_path / "never").exists()

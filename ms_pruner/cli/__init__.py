@@ -9,6 +9,7 @@ from typing import List, Optional
 from ..errors import UserError, require_positive
 from ..tuning.fleet import NoServerLeft
 from ..tuning.interrupt import TimeLimitReached, set_time_limit
+from .database import add_database_commands
 from .evaluation import add_evaluation_commands
 from .models import add_model_commands
 from .tuning import add_tuning_commands
@@ -26,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_tuning_commands(sub)
     add_model_commands(sub)
     add_evaluation_commands(sub)
+    add_database_commands(sub)
     add_space_command(sub)
     add_check_command(sub)
     return parser

@@ -1,0 +1,40 @@
+"""``db list``, ``db merge`` and ``db best``: MetaSchedule databases read and put together."""
+
+from __future__ import annotations
+
+import math
+
+
+def add_database_commands(sub) -> None:
+    db = sub.add_parser("db", help="list, merge or take the best of MetaSchedule databases (work dirs)")
+    commands = db.add_subparsers(dest="db_command", required=True)
+    listing = commands.add_parser("list", help="workloads, targets, record counts and best latency of each database")
+    listing.add_argument("dbs", nargs="+", metavar="DB")
+    listing.set_defaults(func=cmd_db_list)
+    for name, what in (("merge", "every record of several databases into one, each keeping its target"),
+                       ("best", "the best record of each workload and target of several databases into one")):
+        command = commands.add_parser(name, help=what)
+        command.add_argument("dbs", nargs="+", metavar="DB")
+        command.add_argument("--out", required=True, help="the database (work dir) to write into")
+        command.set_defaults(func=cmd_db_merge, best_only=name == "best")
+
+
+def cmd_db_list(args) -> int:
+    from ..database.tools import list_database
+
+    for path in args.dbs:
+        print(f"{path}:")
+        for row in list_database(path):
+            best = f"{row.best_s * 1e6:.1f} us" if math.isfinite(row.best_s) else "none valid"
+            print(f"  {row.workload} on {row.target}: {row.records} records ({row.valid} valid), best {best}")
+    return 0
+
+
+def cmd_db_merge(args) -> int:
+    from ..database.tools import merge_databases
+
+    written = merge_databases(args.dbs, args.out, best_only=args.best_only)
+    targets = ", ".join(f"{count} for {target}" for target, count in sorted(written.items()))
+    mixed = f"; {len(written)} targets, each record keeping its own" if len(written) > 1 else ""
+    print(f"wrote {sum(written.values())} records into {args.out}: {targets}{mixed}")
+    return 0
