@@ -164,3 +164,18 @@ def test_the_repository_stays_lean():
     sizes["docs/results/README.md"] = os.path.getsize(os.path.join(REPO_ROOT, "docs", "results", "README.md"))
     assert {p: size for p, size in sizes.items() if size > 15 * 1024} == {}
     assert os.path.getsize(os.path.join(REPO_ROOT, "README.md")) <= 10 * 1024
+
+
+def test_every_import_of_the_package_names_a_module_that_exists():
+    """A module moved (search/fetch_width.py into search/first_round/) leaves no import of its old
+    name behind, at module level or inside a function, where only running that function would fail."""
+    modules = _modules()
+    stale = []
+    for module, path in modules.items():
+        with open(path) as source:
+            tree = ast.parse(source.read())
+        for node in ast.walk(tree):
+            for name in _imported(module, path.endswith("__init__.py"), node, modules):
+                if name.startswith("ms_pruner") and name not in modules:
+                    stale.append((module, name))
+    assert stale == []

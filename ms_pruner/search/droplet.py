@@ -105,6 +105,37 @@ def unmeasured_neighbours(space, best_trace, limit: int, rng: random.Random, unm
     return found
 
 
+COOPERATIVE_FETCH = "meta_schedule.cooperative_fetch"
+
+
+def cooperative_fetch_decisions(trace) -> List:
+    """The ``SampleCategorical`` instructions of ``trace`` whose draw is a cooperative fetch's
+    vector length (MetaSchedule annotates the copy block with the sampled variable)."""
+    sampled = [inst for inst in trace.insts if inst.kind.name == "SampleCategorical" and inst in trace.decisions]
+    annotated = [inst.inputs[1] for inst in trace.insts
+                 if inst.kind.name == "Annotate" and str(inst.attrs[0]) == COOPERATIVE_FETCH]
+    return [inst for inst in sampled if any(inst.outputs[0].same_as(value) for value in annotated)]
+
+
+def operand_fetch_decisions(trace) -> List:
+    """The cooperative-fetch draws of ``trace`` that set an operand's copy into shared memory (the
+    annotated block comes from ``cache_read``), not the write-back's."""
+    read_blocks = [inst.outputs[0] for inst in trace.insts if inst.kind.name == "CacheRead"]
+    operand_draws = [inst.inputs[1] for inst in trace.insts
+                     if inst.kind.name == "Annotate" and str(inst.attrs[0]) == COOPERATIVE_FETCH
+                     and any(inst.inputs[0].same_as(block) for block in read_blocks)]
+    return [inst for inst in cooperative_fetch_decisions(trace)
+            if any(inst.outputs[0].same_as(value) for value in operand_draws)]
+
+
+def decisions_but_operand_fetches(trace) -> Tuple:
+    """``trace``'s decisions in program order, its operand fetches' draws left out: schedules of one
+    tiling that differ only in how wide they fetch their operands share it."""
+    fetches = operand_fetch_decisions(trace)
+    return tuple(str(trace.decisions[inst]) for inst in trace.insts
+                 if inst in trace.decisions and not any(inst.same_as(fetch) for fetch in fetches))
+
+
 def decision_values(trace) -> Tuple[str, ...]:
     """Every sampled decision of ``trace`` (postprocessors removed) in trace order, as text: two
     schedules of one sketch are Droplet neighbours when exactly one of these differs."""
@@ -125,8 +156,6 @@ def decision_kinds(trace) -> Tuple[str, ...]:
     into shared memory), else the annotation its draw feeds (``meta_schedule.cooperative_fetch``
     for the write-back's, ``meta_schedule.unroll_explicit``) or ``categorical``. Lets measured
     one-decision neighbours be told apart by what moved."""
-    from .fetch_width import operand_fetch_decisions
-
     base = trace.simplified(remove_postproc=True)
     operands = operand_fetch_decisions(base)
     annotations = annotated_draws(base)

@@ -13,35 +13,13 @@ from __future__ import annotations
 import itertools
 from typing import List, Optional, Tuple
 
-COOPERATIVE_FETCH = "meta_schedule.cooperative_fetch"
+from ..droplet import (COOPERATIVE_FETCH, cooperative_fetch_decisions, decisions_but_operand_fetches,
+                       operand_fetch_decisions)
 
-
-def cooperative_fetch_decisions(trace) -> List:
-    """The ``SampleCategorical`` instructions of ``trace`` whose draw is a cooperative fetch's
-    vector length (MetaSchedule annotates the copy block with the sampled variable)."""
-    sampled = [inst for inst in trace.insts if inst.kind.name == "SampleCategorical" and inst in trace.decisions]
-    annotated = [inst.inputs[1] for inst in trace.insts
-                 if inst.kind.name == "Annotate" and str(inst.attrs[0]) == COOPERATIVE_FETCH]
-    return [inst for inst in sampled if any(inst.outputs[0].same_as(value) for value in annotated)]
-
-
-def operand_fetch_decisions(trace) -> List:
-    """The cooperative-fetch draws of ``trace`` that set an operand's copy into shared memory (the
-    annotated block comes from ``cache_read``), not the write-back's."""
-    read_blocks = [inst.outputs[0] for inst in trace.insts if inst.kind.name == "CacheRead"]
-    operand_draws = [inst.inputs[1] for inst in trace.insts
-                     if inst.kind.name == "Annotate" and str(inst.attrs[0]) == COOPERATIVE_FETCH
-                     and any(inst.inputs[0].same_as(block) for block in read_blocks)]
-    return [inst for inst in cooperative_fetch_decisions(trace)
-            if any(inst.outputs[0].same_as(value) for value in operand_draws)]
-
-
-def decisions_but_operand_fetches(trace) -> Tuple:
-    """``trace``'s decisions in program order, its operand fetches' draws left out: schedules of one
-    tiling that differ only in how wide they fetch their operands share it."""
-    fetches = operand_fetch_decisions(trace)
-    return tuple(str(trace.decisions[inst]) for inst in trace.insts
-                 if inst in trace.decisions and not any(inst.same_as(fetch) for fetch in fetches))
+# The trace-decision helpers live with the others in droplet.py; the climb and tests name them here.
+__all__ = ["COOPERATIVE_FETCH", "cooperative_fetch_decisions", "decisions_but_operand_fetches",
+           "operand_fetch_decisions", "wide_fetch_variant_traces", "with_wide_fetch_variants",
+           "widest_fetch_variant", "widen_narrow_picks"]
 
 
 def wide_fetch_variant_traces(trace, widest: int = 2) -> List:
