@@ -22,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import command_line, machine, write_json  # noqa: E402
+from _common import command_line, git_commit, machine, write_json  # noqa: E402
 
 
 def _runner_seconds(runner, inputs) -> tuple:
@@ -127,7 +127,7 @@ def main():
     args = parser.parse_args()
 
     if args.fleet:
-        write_json(args.out, {"command": command_line(), "machine": machine(),
+        write_json(args.out, {"command": command_line(), "machine": machine(), "commit": git_commit(),
                               "fleet": time_fleet(args.workload, args.candidates, args.seed, args.repeats)})
         return
     result = {"command": command_line(), "machine": machine(),
