@@ -198,11 +198,9 @@ def workload_flops(mod) -> float:
 
 def group_by_workload(records) -> Dict[int, List]:
     """Records grouped by their workload object (one group per distinct workload in the file)."""
-    import tvm_ffi
-
     groups: Dict[int, List] = {}
     for record in records:
-        groups.setdefault(int(tvm_ffi.structural_hash(record.workload.mod)), []).append(record)
+        groups.setdefault(structural_key(record.workload.mod), []).append(record)
     return groups
 
 

@@ -63,22 +63,21 @@ def merge_databases(sources: Sequence[str], out: str, best_only: bool = False) -
 
     if not sources:
         raise UserError("ms-pruner db needs at least one database to read")
-    readable = [(path, records_in_file_order(path)) for path in sources]  # a bad source writes nothing
+    records = [r for path in sources for r in records_in_file_order(path)]  # a bad source writes nothing
+    if best_only:
+        chosen = {}
+        for record in records:
+            key = (structural_key(record.workload.mod), str(record.target))
+            if is_valid(record) and (key not in chosen or mean_latency(record) < mean_latency(chosen[key])):
+                chosen[key] = record
+        records = list(chosen.values())
     os.makedirs(out, exist_ok=True)
     target_db = open_database(out, create=True)
     written: Dict[str, int] = {}
-    for _, records in readable:
-        if best_only:
-            chosen = {}
-            for record in records:
-                key = (structural_key(record.workload.mod), str(record.target))
-                if is_valid(record) and (key not in chosen or mean_latency(record) < mean_latency(chosen[key])):
-                    chosen[key] = record
-            records = list(chosen.values())
-        for record in records:
-            workload = target_db.commit_workload(record.workload.mod)
-            target_db.commit_tuning_record(ms.database.TuningRecord(record.trace, workload, record.run_secs,
-                                                                    record.target, record.args_info))
-            name = _target_name(record.target)
-            written[name] = written.get(name, 0) + 1
+    for record in records:
+        workload = target_db.commit_workload(record.workload.mod)
+        target_db.commit_tuning_record(ms.database.TuningRecord(record.trace, workload, record.run_secs,
+                                                                record.target, record.args_info))
+        name = _target_name(record.target)
+        written[name] = written.get(name, 0) + 1
     return written

@@ -14,7 +14,7 @@ import re
 from typing import Callable, List, Sequence, Tuple
 
 from ..errors import UserError
-from .records import is_valid, mean_latency, open_database
+from .records import group_by_workload, is_valid, mean_latency, open_database, structural_key
 
 TILE_SAMPLES = ("SamplePerfectTile", "SamplePartitionedTile")
 
@@ -93,18 +93,13 @@ def source_records(paths: Sequence[str], mod, target, per_workload: int = 8) -> 
     """The ``per_workload`` fastest valid records of each other workload in the databases at
     ``paths`` that has ``mod``'s operator kind and was tuned for ``target``'s kind of target, best
     first. Records of ``mod`` itself are left out (MetaSchedule reuses those already)."""
-    import tvm_ffi
-
-    wanted, own = operator_signature(mod), int(tvm_ffi.structural_hash(mod))
+    wanted, own = operator_signature(mod), structural_key(mod)
     found: List[SourceRecord] = []
     for path in paths:
-        by_workload = {}
-        for record in open_database(path).get_all_tuning_records():
-            if is_valid(record) and same_kind_of_target(record.target, target):
-                key = int(tvm_ffi.structural_hash(record.workload.mod))
-                by_workload.setdefault(key, (record.workload, []))[1].append(record)
-        for key, (workload, records) in by_workload.items():
-            if key == own or operator_signature(workload.mod) != wanted:
+        usable = [r for r in open_database(path).get_all_tuning_records()
+                  if is_valid(r) and same_kind_of_target(r.target, target)]
+        for key, records in group_by_workload(usable).items():
+            if key == own or operator_signature(records[0].workload.mod) != wanted:
                 continue
             records.sort(key=mean_latency)
             found += [SourceRecord(r.trace, f"{path}#{i}", mean_latency(r))

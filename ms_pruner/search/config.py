@@ -8,6 +8,7 @@ default was validated on.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Dict, Optional
 
 # Fewest fresh samples a round draws (where MetaSchedule's C++ sampler stops).
@@ -36,20 +37,20 @@ TARGET_DEFAULTS: Dict[str, Dict[str, float]] = {
     "cold_ptxas_ties": {"gpu": 64.0, "cpu": 0.0},
     "cold_family_share": {"gpu": 0.25, "cpu": 0.0},
 }
-_CAST = {"skip_seen_children": bool, "screen_samples": bool, "widen_cold_fetches": bool, "cold_genetic_iters": int,
-         "cold_samples": int, "cold_climb_starts": int, "cold_ptxas_ties": int,
-         "cold_batch_share": lambda v: min(1.0, v), "cold_family_share": lambda v: min(1.0, v)}
+SHARES = ("cold_batch_share", "cold_family_share")  # shares of a batch: at most all of it
 
 
 def _resolved(config, kind: str):
     """``config`` with each None field set to its default for ``kind`` ("gpu" or "cpu"), cast to
-    the field's type."""
+    the type the field is declared with (``Optional[int]`` -> int)."""
+    types = typing.get_type_hints(type(config))
     values = {}
     for field in dataclasses.fields(config):
         if field.name in TARGET_DEFAULTS:
             value = getattr(config, field.name)
             value = float(value) if value is not None else TARGET_DEFAULTS[field.name][kind]
-            values[field.name] = _CAST.get(field.name, float)(value)
+            cast = next(t for t in typing.get_args(types[field.name]) if t is not type(None))
+            values[field.name] = min(1.0, value) if field.name in SHARES else cast(value)
     return dataclasses.replace(config, **values)
 
 
