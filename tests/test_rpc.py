@@ -1,6 +1,5 @@
 """Measuring through TVM's RPC tracker: a real tracker and real servers on loopback, started here."""
 
-import contextlib
 import os
 import threading
 import time
@@ -20,10 +19,8 @@ def _measured_by(fleet, index: int) -> int:
         return log.read().count("load_module")
 
 
-@contextlib.contextmanager
-def fleet(tmp_path, servers: int):
-    with LocalFleet(str(tmp_path), KEY, servers) as running:
-        yield running
+def fleet(tmp_path, servers: int) -> LocalFleet:
+    return LocalFleet(str(tmp_path), KEY, servers)
 
 
 def _records(work_dir) -> int:

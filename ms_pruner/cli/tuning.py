@@ -60,6 +60,14 @@ def _add_comparison_settings(parser) -> None:
     add_search_options(parser)
 
 
+def _comparison_settings(args, choice) -> dict:
+    """The settings ``_add_comparison_settings`` read, as compare.json keeps them."""
+    from ..tuning.compare import comparison_settings
+
+    return comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder, args.space,
+                               args.first_round, args.cost_model, args.warm_start)
+
+
 def _add_comparison_commands(sub) -> None:
     compare = sub.add_parser("compare", help="stock MetaSchedule vs Pruner (vs MoA), same trials and seed")
     compare.add_argument("--workload", action="append", default=[], help="workload spec (repeatable)")
@@ -197,7 +205,7 @@ def cmd_remeasure(args) -> int:
 
 def cmd_compare(args) -> int:
     from ..hardware import resolve_target
-    from ..tuning.compare import comparison_settings, load_previous, run_comparison, write_outputs
+    from ..tuning.compare import load_previous, run_comparison, write_outputs
     from ..workloads import get_suite, parse_workload
 
     if not args.workload and not args.suite:
@@ -212,8 +220,7 @@ def cmd_compare(args) -> int:
     machine = {"target": str(choice.target), "gpu": choice.gpu.marketing_name if choice.gpu else None,
                "cpu": choice.cpu.name if choice.cpu else None}
     command = "ms-pruner " + " ".join(args.argv)
-    settings = comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder, args.space,
-                                   args.first_round, args.cost_model, args.warm_start)
+    settings = _comparison_settings(args, choice)
     previous = {} if args.fresh else load_previous(args.out, settings)
     report = run_comparison(workloads, choice, args.trials, args.per_iter, args.out, seed=args.seed,
                             strategies=strategies, pretrained=args.pretrained, builder=args.builder,
@@ -231,7 +238,6 @@ def cmd_restore(args) -> int:
     runs and resumes the cut one (tuning.restore); the target resolves as ``compare``'s does, so a
     machine with another GPU is refused before anything is unpacked."""
     from ..hardware import resolve_target
-    from ..tuning.compare import comparison_settings
     from ..tuning.restore import restore_comparison
 
     rerun = []
@@ -241,8 +247,7 @@ def cmd_restore(args) -> int:
             raise UserError(f"--rerun takes SPEC=STRATEGY, not '{text}'")
         rerun.append((spec, strategy))
     choice = resolve_target(args.target, args.gpu, require_device=True)
-    settings = comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder, args.space,
-                                   args.first_round, args.cost_model, args.warm_start)
+    settings = _comparison_settings(args, choice)
     report = restore_comparison(os.path.join(args.source, "compare", "compare.json"),
                                 os.path.join(args.source, "work.tgz"), args.out, settings, rerun)
     for spec, entry in report["workloads"].items():
