@@ -25,6 +25,7 @@ from ..errors import UserError
 from .interrupt import stop_now
 
 SESSION_TIMEOUT_S = 60.0
+WAIT_S = 0.05  # how often a batch's futures are looked at
 ENVIRONMENT = ("TVM_TRACKER_HOST", "TVM_TRACKER_PORT", "TVM_TRACKER_KEY")
 
 
@@ -112,14 +113,17 @@ class FleetRunner(PyRunner):
     def run(self, runner_inputs):
         self._require_servers()
         futures = self.inner.run(runner_inputs)
-        lost_since = None
+        lost_since, asked = None, time.monotonic()
         while not all(future.done() for future in futures):
-            time.sleep(self.poll_s)
+            time.sleep(WAIT_S)  # the batch's end is seen at once; the tracker is asked every poll_s
+            if time.monotonic() - asked < self.poll_s:
+                continue
+            asked = time.monotonic()
             if self.tracker.servers() > 0:
                 lost_since = None
             elif lost_since is None:
-                lost_since = time.monotonic()
-            elif time.monotonic() - lost_since > self.grace_s:
+                lost_since = asked
+            elif asked - lost_since > self.grace_s:
                 raise self._gone()
         return futures
 
