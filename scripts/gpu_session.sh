@@ -95,13 +95,13 @@ compare() {  # $1: workloads (space-separated, run in that order), $2: strategie
     local status=$?
     # Every record of each run with the analyzer's estimate, kernel geometry and fetch widths, in
     # measurement order (64 a round): how round 0 did by geometry and width (widened hedges), and the
-    # analyzer on GPU-measured records; .geometry.md groups them (scripts/geometry_report.py).
+    # analyzer on GPU-measured records; .geometry.md groups them (ms-pruner geometry).
     [ "$ANALYZE" = 1 ] || return "$status"
     for workload in $1; do
         for strategy in ${2//,/ }; do
             for dir in "$KEEP/$COMPARE_DIR/work/${workload//:/_}/$strategy"-*; do
                 [ -s "$dir/database_tuning_record.json" ] && python3 -m ms_pruner analyze --db "$dir" --json > "$dir.analyze.json" &&
-                    python3 scripts/geometry_report.py "$dir.analyze.json" --per-round "$PER_ITER" > "$dir.geometry.md"
+                    python3 -m ms_pruner geometry "$dir.analyze.json" --per-round "$PER_ITER" > "$dir.geometry.md"
             done
         done
     done

@@ -391,8 +391,8 @@ def test_analyzer_ranks_real_h100_records(capsys, tmp_path, tensor_intrinsics):
     path = tmp_path / "run.analyze.json.gz"  # as committed under docs/results (gzipped)
     with gzip.open(path, "wt") as handle:
         json.dump(report, handle)
-    script = os.path.join(REPO_ROOT, "scripts", "geometry_report.py")
-    text = subprocess.run([sys.executable, script, str(path), "--reference-us", "480", "--top", "3"],
+    geometry = [sys.executable, "-m", "ms_pruner", "geometry"]
+    text = subprocess.run(geometry + [str(path), "--reference-us", "480", "--top", "3"],
                           capture_output=True, text=True, check=True).stdout
     assert "3 rounds of 64" in text and text.count("| grid ") == 3
     assert "First at or below 480.0 us: round 2 (4 records" in text
@@ -401,7 +401,7 @@ def test_analyzer_ranks_real_h100_records(capsys, tmp_path, tensor_intrinsics):
     assert len(by_arrangement) > len(groups) and by_arrangement[0].arrangement == best["arrangement"]
     assert by_arrangement[0].per_round == [0, 0, 3]
     assert sum(g.records for g in by_arrangement if (g.geometry, g.fetch_bytes) == (best["geometry"], (16, 8))) == 10
-    text = subprocess.run([sys.executable, script, str(path), "--top", "3", "--by-arrangement"],
+    text = subprocess.run(geometry + [str(path), "--top", "3", "--by-arrangement"],
                           capture_output=True, text=True, check=True).stdout
     assert "(geometry, A/B fetch bytes, arrangement)" in text and "| 16/8 | i 2x1, j 2x4 | 3 |" in text
 

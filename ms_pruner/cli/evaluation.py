@@ -5,6 +5,12 @@ from __future__ import annotations
 import json
 import sys
 
+from ..cost_model.offline import train_offline
+from ..errors import UserError
+from ..evaluation import evaluate_database
+from ..evaluation.geometry_table import geometry_table, load_estimates
+from ..evaluation.model_ranking import by_round, by_round_table, evaluate_runs, markdown_table
+from ..evaluation.seeds import seeds_table
 from .options import add_out, seed_list, seed_value, write_text
 
 
@@ -17,6 +23,19 @@ def add_evaluation_commands(sub) -> None:
                          help="also compile each CUDA record with nvcc and hold the analyzer's registers "
                               "against ptxas's")
     analyze.set_defaults(func=cmd_analyze)
+
+    geometry = sub.add_parser("geometry", help="a tuned run by kernel geometry and operand fetch widths (Markdown)")
+    geometry.add_argument("source", help="a work dir, or the output of 'ms-pruner analyze --db DIR --json' "
+                                         "(.json or .json.gz)")
+    geometry.add_argument("--gpu", default=None, help="GPU spec to assume for a work dir (default: from the target)")
+    geometry.add_argument("--per-round", type=int, default=64, help="records a round measured (default 64)")
+    geometry.add_argument("--reference-us", type=float, default=None,
+                          help="a latency to reach, e.g. stock's final best: which round first measured it")
+    geometry.add_argument("--top", type=int, default=30, help="rows at most (default 30)")
+    geometry.add_argument("--by-arrangement", action="store_true",
+                          help="one row per fragment arrangement too (how a warp loops its fragments)")
+    add_out(geometry)
+    geometry.set_defaults(func=cmd_geometry)
 
     evaluate = sub.add_parser("evaluate-model", help="train cost models on early records, score later ones")
     evaluate.add_argument("--db", action="append", required=True, help="database directory (repeatable)")
@@ -43,9 +62,15 @@ def add_evaluation_commands(sub) -> None:
     _add_compare_seeds_command(sub)
 
 
-def cmd_analyze(args) -> int:
-    from ..evaluation import evaluate_database
+def cmd_geometry(args) -> int:
+    records = load_estimates(args.source, args.gpu)
+    if args.by_arrangement and all(r.arrangement is None for r in records):
+        raise UserError(f"{args.source} has no fragment arrangements: re-run 'ms-pruner analyze --json' on the run")
+    write_text(geometry_table(records, args.per_round, args.reference_us, args.top, args.by_arrangement), args.out)
+    return 0
 
+
+def cmd_analyze(args) -> int:
     report = evaluate_database(args.db, gpu=args.gpu, ptxas=args.ptxas)
     if args.json:
         print(json.dumps(report.as_json()))
@@ -69,8 +94,6 @@ def cmd_analyze(args) -> int:
 
 
 def cmd_evaluate_model(args) -> int:
-    from ..evaluation.model_ranking import evaluate_runs, markdown_table
-
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     seeds = args.seeds or [args.seed]
     if args.by_round:
@@ -87,8 +110,6 @@ def cmd_evaluate_model(args) -> int:
 
 
 def _print_by_round(paths, models, seed: int, as_json: bool) -> int:
-    from ..evaluation.model_ranking import by_round, by_round_table
-
     runs = {path: by_round(path, models, seed) for path in paths}
     if as_json:
         print(json.dumps({"seed": seed, "models": models, "runs": runs}))
@@ -99,8 +120,6 @@ def _print_by_round(paths, models, seed: int, as_json: bool) -> int:
 
 
 def cmd_train(args) -> int:
-    from ..cost_model.offline import train_offline
-
     report = train_offline(args.db, args.out, time_budget_s=args.time_budget, max_epochs=args.epochs,
                            seed=args.seed, residual=args.residual)
     print(f"trained on {report['samples']} records from {len(args.db)} database(s) in {report['seconds']:.1f}s "
@@ -116,7 +135,5 @@ def _add_compare_seeds_command(sub) -> None:
 
 
 def cmd_compare_seeds(args) -> int:
-    from ..evaluation.seeds import seeds_table
-
     write_text(seeds_table(args.dirs), args.out)
     return 0

@@ -1,28 +1,37 @@
-"""Read a tuned run by kernel geometry and operand fetch widths (Markdown on stdout or --out).
+"""A tuned run read by kernel geometry and operand fetch widths (``ms-pruner geometry``).
 
-    python -m ms_pruner analyze --db WORK_DIR --json > run.analyze.json
-    python scripts/geometry_report.py run.analyze.json --per-round 64 --reference-us 473.6
-
-Input is `ms-pruner analyze --json` of a work dir (gpu_session.sh writes one per compare run as
-`<run>.analyze.json`): every record's estimate, measured latency, geometry and fetch widths in
-measurement order. Output: one row per (geometry, A/B fetch bytes), best measured first, with how
-many records each round measured there and the best estimate. With ``--reference-us`` (e.g. stock's
-final best) it also says in which round the run first measured that fast, and in which groups: for a
-Pruner run, whether round 0's analyzer-chosen shapes were the right ones.
+One row per (geometry, A/B fetch bytes[, fragment arrangement]), best measured first, with how many
+records each round measured there and the best estimate; with a reference latency (stock's final
+best, say), the round that first measured that fast and the shapes that did. For a Pruner run this
+says whether round 0's analyzer-chosen shapes were the right ones.
 """
 
-import argparse
+from __future__ import annotations
+
+import gzip
+import json
 import math
-import sys
+import os
 from typing import List, Optional
 
-from _common import read_json
-from ms_pruner.cli.options import write_text
-from ms_pruner.evaluation import RecordEstimate, group_by_geometry
+from ..errors import UserError
+from .database_report import RecordEstimate, evaluate_database, group_by_geometry
 
 
-def load_records(path: str) -> List[RecordEstimate]:
-    report = read_json(path)
+def load_estimates(source: str, gpu: Optional[str] = None) -> List[RecordEstimate]:
+    """The records of a work dir (analyzed now) or of an ``ms-pruner analyze --json`` file
+    (``.json`` or ``.json.gz``), in measurement order."""
+    if os.path.isdir(source):
+        return evaluate_database(source, gpu=gpu).records
+    if not os.path.isfile(source):
+        raise UserError(f"no work dir or analyze JSON at '{source}'")
+    try:
+        with (gzip.open(source, "rt") if source.endswith(".gz") else open(source)) as handle:
+            report = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise UserError(f"cannot read '{source}' as JSON ({type(error).__name__})") from None
+    if not isinstance(report, dict) or not isinstance(report.get("records"), list):
+        raise UserError(f"'{source}' is not the output of 'ms-pruner analyze --json' (no records list)")
     return [RecordEstimate(predicted_s=r["predicted_s"], measured_s=r["measured_s"], valid=r["valid"], reason="",
                            geometry=r.get("geometry"), fetch_bytes=r.get("fetch_bytes"),
                            arrangement=r.get("arrangement"))
@@ -33,8 +42,9 @@ def _us(seconds: Optional[float]) -> str:
     return f"{seconds * 1e6:.1f}" if seconds is not None else "-"
 
 
-def report(records: List[RecordEstimate], per_round: int, reference_us: Optional[float] = None,
-           top: int = 30, by_arrangement: bool = False) -> str:
+def geometry_table(records: List[RecordEstimate], per_round: int, reference_us: Optional[float] = None,
+                   top: int = 30, by_arrangement: bool = False) -> str:
+    """The Markdown table (and the reference sentence) for ``records``."""
     groups = group_by_geometry(records, per_round, by_arrangement)
     valid = sum(g.records for g in groups)
     rounds = math.ceil(len(records) / per_round)
@@ -68,25 +78,3 @@ def reached(records: List[RecordEstimate], per_round: int, reference_us: float) 
     named = "; ".join(f"{geometry}, fetch {fetch}" for geometry, fetch in shapes)
     return (f"First at or below {reference_us:.1f} us: round {first} "
             f"({sum(1 for rnd, _ in hits if rnd == first)} records: {named}); {len(hits)} records in all.")
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("analyze_json", help="output of `ms-pruner analyze --db DIR --json`")
-    parser.add_argument("--per-round", type=int, default=64, help="records a round measured (default 64)")
-    parser.add_argument("--reference-us", type=float, default=None, help="a latency to reach, e.g. stock's final best")
-    parser.add_argument("--top", type=int, default=30, help="rows at most (default 30)")
-    parser.add_argument("--by-arrangement", action="store_true",
-                        help="one row per fragment arrangement too (how a warp loops its fragments: "
-                             "docs/search.md, 'Fragment arrangements in turn'); needs an analyze JSON that has it")
-    parser.add_argument("--out", default=None, help="write the Markdown here instead of stdout")
-    args = parser.parse_args(argv)
-    records = load_records(args.analyze_json)
-    if args.by_arrangement and all(r.arrangement is None for r in records):
-        parser.error(f"{args.analyze_json} has no fragment arrangements: re-run `ms-pruner analyze --json` on the run")
-    write_text(report(records, args.per_round, args.reference_us, args.top, args.by_arrangement), args.out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
