@@ -8,6 +8,8 @@ sub-package that needs them is used. The main entry points::
     ms.tune_tir(..., strategy=ms_pruner.PrunerSearch(), cost_model=ms_pruner.PaCM())
 """
 
+import importlib
+
 __version__ = "0.1.0"
 
 _LAZY = {
@@ -29,10 +31,10 @@ def tune_tir(mod, target, work_dir, max_trials, strategy="pruner", **kwargs):
     "cuda", "h100", "nvidia/nvidia-a100"). Keyword arguments go to
     ``ms_pruner.tuning.tune_tir`` (builder, runner, seed, num_trials_per_iter, pretrained, ...).
     """
-    from .tuning import tune_tir as _tune_tir
+    from .tuning import tune_tir as _tune_tir  # lazy: importing the package stays free of TVM
 
     if isinstance(target, str):
-        from .hardware import resolve_target
+        from .hardware import resolve_target  # lazy: (the same)
 
         target = resolve_target(target, require_device=False).target
     return _tune_tir(mod, target, work_dir, max_trials, strategy=strategy, **kwargs)
@@ -40,8 +42,6 @@ def tune_tir(mod, target, work_dir, max_trials, strategy="pruner", **kwargs):
 
 def __getattr__(name):
     if name in _LAZY:
-        import importlib
-
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'ms_pruner' has no attribute {name!r}")

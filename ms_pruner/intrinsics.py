@@ -51,6 +51,6 @@ def register_tensor_intrinsics() -> None:
         original = inspect.stack
         inspect.stack = _stack_with_cached_lines(original)
         try:
-            import tvm.s_tir.tensor_intrin  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
+            import tvm.s_tir.tensor_intrin  # noqa: F401  lazy: registering the intrinsics takes ~23 s
         finally:
             inspect.stack = original

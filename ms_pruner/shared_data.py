@@ -5,7 +5,9 @@ all find them through this one rule: ``$MS_PRUNER_SHARED_DATA`` if set, else ``s
 next to the project root. Importing this module loads no TVM.
 """
 
+import glob
 import os
+import tarfile
 
 SHARED_DATA_ENV = "MS_PRUNER_SHARED_DATA"
 H100_MM4096 = ("h100", "mm4096_f16f32_stock_evolutionary")
@@ -28,9 +30,6 @@ def project_results_dir() -> str:
 def unpack_committed_runs(dest: str) -> list:
     """Every measured run committed under docs/results (each GPU folder's ``work.tgz``, the work
     dirs of its compare runs), unpacked under ``dest/<gpu>``: the database folders, sorted."""
-    import glob
-    import tarfile
-
     runs = []
     for archive_path in sorted(glob.glob(os.path.join(project_results_dir(), "*", "work.tgz"))):
         gpu = os.path.basename(os.path.dirname(archive_path))

@@ -7,6 +7,7 @@ on how many threads there are.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, List
 
 
@@ -16,7 +17,6 @@ def map_on_threads(function: Callable, *iterables: Iterable, threads: int) -> Li
     threads = min(len(items), max(1, int(threads)))
     if threads <= 1:
         return [function(*item) for item in items]
-    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(threads) as pool:
         return list(pool.map(lambda item: function(*item), items))

@@ -2,6 +2,8 @@
 
 import ast
 import os
+import subprocess
+import sys
 
 from conftest import REPO_ROOT
 
@@ -152,8 +154,6 @@ def test_the_pruner_round_reads_in_one_file_of_at_most_250_lines():
 
 def test_the_repository_stays_lean():
     """At most 12 scripts, 80 files of results, 15 KB a document and 10 KB of README."""
-    import subprocess
-
     tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.split()
     if not tracked:  # not a git checkout (an sdist): nothing to count
         return
@@ -179,3 +179,24 @@ def test_every_import_of_the_package_names_a_module_that_exists():
                 if name.startswith("ms_pruner") and name not in modules:
                     stale.append((module, name))
     assert stale == []
+
+
+def test_imports_sit_at_module_level_unless_they_say_why_not():
+    """An import inside a function is the exception (torch, matplotlib, scipy.stats, xgboost before the
+    round clock, the tensor intrinsics' ~23 s, the package's own cheap import): its line says
+    ``lazy:`` and why, so a newcomer sees every module a file needs at its top."""
+    unexplained = []
+    for path, function in _functions():
+        with open(os.path.join(REPO_ROOT, path)) as source:
+            lines = source.read().splitlines()
+        for node in ast.walk(function):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and "lazy:" not in lines[node.lineno - 1]:
+                unexplained.append((path, node.lineno, lines[node.lineno - 1].strip()))
+    assert unexplained == []
+
+
+def test_importing_the_package_loads_neither_tvm_nor_torch():
+    script = "import sys, ms_pruner; print(sorted(m for m in ('tvm', 'torch') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"

@@ -14,6 +14,9 @@ import functools
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+import tvm
+from tvm.sym import Analyzer
+from tvm.tirx.analysis import undefined_vars
 
 SECTOR_BYTES = 32
 LINE_BYTES = 128
@@ -285,8 +288,6 @@ def as_lowered(realize, loops, loop_vars, expr):
     and the block's iteration variables bound. The last copy's analyzer and results are kept: its
     lane test and its division count simplify the same bounds test (~1 ms on a conv2d tile)."""
     global _last_analyzer  # pylint: disable=global-statement
-    import tvm
-    from tvm.sym import Analyzer
 
     key = (_key(realize), tuple(_key(var) for var in loop_vars), tuple(loop.extent for loop in loops))
     if _last_analyzer.get("key") != key:
@@ -321,7 +322,6 @@ def scalarized_vector_loop(realize, store, loops, loop_vars, own_start: int) -> 
     vector = vector_loops(loops, own_start)
     if not vector:
         return None
-    from tvm.tirx.analysis import undefined_vars
 
     used = {_key(v) for v in undefined_vars(as_lowered(realize, loops, loop_vars, value.args[0]))}
     lane_dependent = [i for i in vector if _key(loop_vars[i]) in used]

@@ -6,6 +6,9 @@ import dataclasses
 import math
 from typing import List, Optional, Union
 
+import tvm_ffi
+
+from ..builder import lower_candidate
 from ..hardware import CPUSpec, GPUSpec, detect_cpu, get_gpu_spec, spec_for_target
 from .cpu_model import CPUEstimate, estimate_cpu
 from .features import KernelFeatures, kernel_features
@@ -97,8 +100,6 @@ class StaticAnalyzer:
         if self.memory is None:
             return self._analyzed(candidate)
         if key is None:
-            import tvm_ffi
-
             key = int(tvm_ffi.structural_hash(getattr(candidate, "mod", candidate)))
         return self.memory.get((self.settings_key, key), lambda: self._analyzed(candidate))
 
@@ -135,8 +136,6 @@ class StaticAnalyzer:
         return [self.estimate(c) for c in candidates]
 
     def _lowering_error(self, candidate) -> str:
-        from ..builder import lower_candidate
-
         try:
             lower_candidate(getattr(candidate, "mod", candidate), self.target)
         except Exception as err:  # pylint: disable=broad-except

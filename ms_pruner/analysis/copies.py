@@ -17,8 +17,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Sequence
 
-from .access import (WarpAccess, _int, predicate_ratio, scalar_requests, scalarized_vector_loop, vector_loops,
-                     warp_access)
+import tvm_ffi
+from tvm.sym import Analyzer, IntervalSet
+
+from .access import (
+    WarpAccess, _int, predicate_ratio, scalar_requests, scalarized_vector_loop, vector_loops, warp_access
+)
 from .index_cost import address_divisions
 from .memory import BoundedMemory
 
@@ -70,8 +74,6 @@ def in_gpu_kernel(loops: Sequence) -> bool:
 
 def pad_ratio(realize, store, loops: Sequence, loop_vars: Sequence, own_start: int, align) -> float:
     """Padded over dense size of the tile a copy writes, under its storage_align annotation."""
-    from tvm.sym import Analyzer, IntervalSet
-
     analyzer = Analyzer()
     dom = {var: IntervalSet(0, loop.extent - 1) for var, loop in zip(loop_vars[own_start:], loops[own_start:])}
     bindings = {iv.var: value for iv, value in zip(realize.block.iter_vars, realize.iter_values)}
@@ -105,8 +107,6 @@ class CopyMemory(BoundedMemory):
 
     def facts(self, realize, store, loops: Sequence, loop_vars: Sequence, own_start: int, align,
               warp_size: int = 32) -> CopyFacts:
-        import tvm_ffi
-
         def compute() -> CopyFacts:
             return copy_facts(realize, store, loops, loop_vars, own_start, align, warp_size)
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Dict, Sequence
 
+import tvm_ffi
+from tvm.ir.expr import Expr
+
 from .access import _find_load, _key, as_lowered, guard_of
 
 _DIVISIONS = ("FloorDiv", "FloorMod", "Div", "Mod")
@@ -25,8 +28,6 @@ def _odd_divisor(expr) -> bool:
 
 
 def _children(expr) -> list:
-    from tvm.ir.expr import Expr
-
     if type(expr).__name__ == "Call":
         return [arg for arg in expr.args if isinstance(arg, Expr)]
     return [sub for sub in (getattr(expr, name, None) for name in ("a", "b", "value", "condition", "true_value",
@@ -48,8 +49,6 @@ def _collect_divisions(expr, own: set, found: set, memo: Dict[int, bool]) -> boo
         reads_each = [_collect_divisions(sub, own, found, memo) for sub in _children(expr)]
         reads = any(reads_each)
         if kind in _DIVISIONS and reads_each and reads_each[0] and _odd_divisor(expr):
-            import tvm_ffi
-
             found.add(int(tvm_ffi.structural_hash(expr)))
     memo[handle] = reads
     return reads

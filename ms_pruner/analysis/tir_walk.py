@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Tuple
 
+from tvm.tirx.analysis import undefined_vars
+
 from .access import WarpAccess, _int, _shape, dtype_bytes, index_strides
 from .copies import COPY_MEMORY, CopyMemory
 
@@ -279,8 +281,6 @@ class _Walker:
         """(vector lanes, threads sharing one execution) of an ``auto_copy`` block: TVM's lowering
         spreads its loop nest over the threads of the enclosing bindings whose index the block does
         not read (its ``vector_bytes`` at a time, 16 where unset), so those threads run it once."""
-        from tvm.tirx.analysis import undefined_vars
-
         used = set()
         for value in realize.iter_values:
             used.update(str(var.name) for var in undefined_vars(value, []))

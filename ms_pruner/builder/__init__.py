@@ -14,19 +14,24 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+import psutil
+from tvm.s_tir import meta_schedule as ms
+
+from ..errors import UserError
 from .cuda_binary import compile_cuda_to_cubin, device_module_formats, replace_cuda_sources
-from .runner_args import cached_alloc_argument, forget_cached_arguments
-from .resources import KernelResources, candidate_resources, cuda_source_resources, parse_ptxas_report
 from .cuda_compile import compile_with_nvcc, cuda_compile_scope, cuda_runtime_loaded
-from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, cuda_sources,
-                     export_candidate, lower_candidate)
+from .pool import KeptPoolBuilder
+from .resources import KernelResources, candidate_resources, cuda_source_resources, parse_ptxas_report
+from .runner_args import cached_alloc_argument, forget_cached_arguments
+from .worker import (
+    COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, cuda_sources, export_candidate,
+    lower_candidate
+)
 
 BUILDER_KINDS = ("pruner", "stock")
 
 
 def default_max_workers() -> int:
-    import psutil
-
     return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
 
 
@@ -38,16 +43,11 @@ def make_builder(
 ):
     """Our build/export functions in a ``KeptPoolBuilder`` (LocalBuilder's build, its worker processes
     kept across batches: pool.py), or MetaSchedule's own ``LocalBuilder`` (``"stock"``)."""
-    from tvm.s_tir import meta_schedule as ms
-
-    from ..errors import UserError
-
     workers = max_workers or default_max_workers()
     if kind == "stock":
         return ms.builder.LocalBuilder(max_workers=workers)
     if kind != "pruner":
         raise UserError(f"unknown builder '{kind}'; choose one of {', '.join(BUILDER_KINDS)}")
-    from .pool import KeptPoolBuilder
 
     return KeptPoolBuilder(max_workers=workers, timeout_sec=timeout_sec, f_build=build_candidate,
                            f_export=export_candidate,
@@ -75,8 +75,6 @@ def make_runner(timeout_sec: float = 30.0, number: int = 3, repeat: int = 1, min
     ``reuse_arguments`` keeps one task's random-filled arguments in the runner's worker for the
     next candidate of the same shapes (``runner_args``) instead of filling them anew each time.
     """
-    from tvm.s_tir import meta_schedule as ms
-
     config = ms.runner.EvaluatorConfig(
         number=number, repeat=repeat, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False
     )

@@ -18,7 +18,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
+import tarfile
 from typing import Dict, List, Tuple
+
+import tvm_ffi
+from tvm.runtime import _ffi_api
+
+from .cuda_compile import compile_with_nvcc
 
 _U64 = struct.Struct("<Q")
 
@@ -29,8 +35,6 @@ def _string(value: bytes) -> bytes:
 
 def compile_cuda_to_cubin(source: str, target) -> bytes:
     """Compile CUDA C source for ``target.arch`` with nvcc (TVM's own nvcc flags)."""
-    from .cuda_compile import compile_with_nvcc
-
     with target:
         return compile_with_nvcc(source)
 
@@ -119,9 +123,6 @@ def make_fpack_imports(binaries: Dict[str, bytes]):
     """An ``fpack_imports`` for ``export_library`` that packs the imports with binaries in place."""
 
     def fpack_imports(module, is_system_lib, symbol_prefix, workspace_dir):
-        import tvm_ffi
-        from tvm.runtime import _ffi_api
-
         blob = bytes(_ffi_api.ModulePackImportsToTensor(module).numpy())
         blob = replace_cuda_sources(blob, binaries)
         llvm_target = module.get_function("_get_target_string")()
@@ -139,8 +140,6 @@ def device_module_formats(artifact_path: str) -> List[str]:
 
     Reads the blob back from the artifact's ``devc.o`` without loading it, so it works without a GPU.
     """
-    import tarfile
-
     with tarfile.open(artifact_path) as tar:
         member = next(m for m in tar.getmembers() if m.name.endswith("devc.o"))
         data = tar.extractfile(member).read()

@@ -23,30 +23,26 @@ from __future__ import annotations
 import contextlib
 import os
 
+import tvm_ffi
+from tvm.support import nvcc
+
 COMPILE_MODE_ENV = "TVM_CUDA_COMPILE_MODE"
 CALLBACK_NAME = "tvm_callback_cuda_compile"
 
 
 def cuda_runtime_loaded() -> bool:
     """Whether TVM's CUDA runtime is loaded, i.e. codegen compiles CUDA itself via the callback."""
-    import tvm_ffi
-
     return tvm_ffi.get_global_func("ffi.Module.load_from_bytes.cuda", allow_missing=True) is not None
 
 
 def compile_with_nvcc(source: str, *_unused) -> bytes:
     """CUDA source to a cubin with nvcc (TVM's flags) for the current target's arch, else GPU 0's."""
-    from tvm.support import nvcc
-
     return bytes(nvcc.compile_cuda(source, target_format="cubin", compiler="nvcc"))
 
 
 @contextlib.contextmanager
 def compile_callback(func):
     """``func`` as TVM's CUDA compile callback while open, the callback before it put back on exit."""
-    import tvm_ffi
-    from tvm.support import nvcc  # noqa: F401  (TVM's callback, registered on import, is the one to restore)
-
     previous = tvm_ffi.get_global_func(CALLBACK_NAME, allow_missing=True)
     tvm_ffi.register_global_func(CALLBACK_NAME, func, override=True)
     try:

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from typing import Callable, Tuple
 
+import tvm_ffi
+from tvm.runtime import convert
+
 LDMATRIX_LAYOUT = "tirx.index_map.shared_16x16_to_ldmatrix_32x8_layout"
 ACCUMULATOR_LAYOUT = "tirx.index_map_m16n8k8.matrixC"
 
@@ -32,8 +35,6 @@ def accumulator_position(i, j) -> Tuple:
 def register_mma_layouts() -> None:
     """Register both index maps where nothing has (a process that imported ``tensor_intrin`` keeps
     TVM's own)."""
-    import tvm_ffi
-
     for name, position in ((LDMATRIX_LAYOUT, ldmatrix_position), (ACCUMULATOR_LAYOUT, accumulator_position)):
         if tvm_ffi.get_global_func(name, allow_missing=True) is None:
             tvm_ffi.register_global_func(name, _index_map(position))
@@ -41,8 +42,6 @@ def register_mma_layouts() -> None:
 
 def _index_map(position: Callable) -> Callable:
     def index_map(indices):
-        from tvm.runtime import convert
-
         return convert(list(position(indices[0], indices[1])))
 
     return index_map

@@ -23,6 +23,8 @@ from typing import Callable, Dict, List, Optional, Union
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuilder
+from tvm.s_tir.meta_schedule.builder.local_builder import _serialize_params, _worker_func
+from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
 USES_PER_WORKER = 64
 
@@ -35,9 +37,9 @@ def _set_worker_environment(environment: Dict[str, str]) -> None:
 
 def _worker_ready() -> bool:
     """Run in each worker by ``start_workers``: what every build needs imported, imported."""
-    import tvm  # noqa: F401
+    import tvm  # noqa: F401  lazy: this function's purpose is to import in a fresh worker
 
-    from . import worker  # noqa: F401
+    from . import worker  # noqa: F401  lazy: (the same)
 
     return True
 
@@ -59,8 +61,6 @@ class KeptPoolBuilder(PyBuilder):
         self._pool = None
 
     def _executor(self):
-        from tvm.support.popen_pool import PopenPoolExecutor
-
         if self._pool is None:
             self._pool = PopenPoolExecutor(max_workers=self.max_workers, timeout=self.timeout_sec,
                                            initializer=_set_worker_environment, initargs=(self.environment,),
@@ -89,9 +89,6 @@ class KeptPoolBuilder(PyBuilder):
         return self._pool is not None
 
     def build(self, build_inputs: List[BuilderInput]) -> List[BuilderResult]:
-        from tvm.s_tir.meta_schedule.builder.local_builder import _serialize_params, _worker_func
-        from tvm.support.popen_pool import StatusKind
-
         results: List[BuilderResult] = []
         jobs = [(self.f_build, self.f_export, item.mod, item.target, _serialize_params(item.params))
                 for item in build_inputs]

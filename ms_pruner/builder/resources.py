@@ -20,6 +20,12 @@ import subprocess
 import tempfile
 from typing import Dict, List, Tuple
 
+import tvm
+from tvm.support import nvcc
+
+from .cuda_compile import compile_callback
+from .worker import cuda_sources
+
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"Used (\d+) registers")
@@ -77,8 +83,6 @@ def parse_ptxas_report(text: str) -> List[KernelResources]:
 
 
 def _nvcc_command(arch: str, source_path: str, output_path: str) -> List[str]:
-    from tvm.support import nvcc
-
     ptxas_flags = getattr(nvcc, "_ptxas_option_flags", lambda: ["-v"])()
     if "-v" not in ptxas_flags:
         ptxas_flags = ["-v", *ptxas_flags]
@@ -115,8 +119,6 @@ def reporting_cuda_compile(arch: str, reports: Dict[str, List[KernelResources]])
     GPU machine) compiles through ``cuda_source_compile`` for ``arch`` and leaves ptxas's report in
     ``reports[source]``, so a candidate is compiled once for both; the callback before it is put back
     on exit. Open it once around threads that lower with ``use_nvcc=False``, which then register nothing."""
-    from .cuda_compile import compile_callback
-
     def compile_and_report(source: str, *_unused) -> bytes:
         cubin, kernels = cuda_source_compile(source, arch)
         reports[source] = kernels
@@ -132,8 +134,6 @@ def candidate_resources(mod, target) -> List[KernelResources]:
     Lowering is the builder's (``lower_candidate``, with the storage-rewrite fix), so these are the
     kernels the builder ships. Needs nvcc, not a GPU.
     """
-    from .worker import cuda_sources
-
     if target.kind.name != "cuda":
         raise ValueError(f"register report needs a CUDA target, not {target.kind.name}")
     return [k for source in cuda_sources(mod, target) for k in cuda_source_resources(source, str(target.arch))]
@@ -144,8 +144,6 @@ def allocated_shared_bytes(lowered_mod) -> List[int]:
     ``shared``/``shared.dyn`` buffers; after MergeSharedMemoryAllocations the dynamic ones are one
     buffer). ptxas reports only the static part, and a dynamic allocation's size reaches the GPU as
     a launch argument, so the lowered TIR is where both can be read without a GPU."""
-    import tvm
-
     totals = []
     for _, func in lowered_mod.functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc):

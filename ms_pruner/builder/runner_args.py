@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from typing import List, Sequence
 
+from tvm.s_tir.meta_schedule.runner.local_runner import default_alloc_argument
+
 _cached_key: tuple = ()
 _cached_args: list = []
 
@@ -29,7 +31,6 @@ def _arguments_key(device, args_info: Sequence, alloc_repeat: int) -> tuple:
 def cached_alloc_argument(device, args_info: Sequence, alloc_repeat: int) -> List[list]:
     """``LocalRunner`` ``f_alloc_argument``: MetaSchedule's allocation, reused while the shapes repeat."""
     global _cached_key, _cached_args  # pylint: disable=global-statement
-    from tvm.s_tir.meta_schedule.runner.local_runner import default_alloc_argument
 
     key = _arguments_key(device, args_info, alloc_repeat)
     if key != _cached_key:

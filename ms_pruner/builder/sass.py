@@ -28,7 +28,7 @@ def cuda_bin_dir() -> Optional[str]:
     if found and shutil.which("nvdisasm"):
         return os.path.dirname(found)
     try:
-        import nvidia  # noqa: F401  pylint: disable=import-outside-toplevel
+        import nvidia  # noqa: F401  lazy: an optional PyPI package, probed for its bin folders
     except ImportError:
         return None
     for root in getattr(nvidia, "__path__", []):

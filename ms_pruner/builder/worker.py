@@ -14,6 +14,14 @@ import os
 import tempfile
 from typing import Dict, List, Optional
 
+import tvm
+from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+from tvm.support.tar import tar
+
+from .cuda_binary import compile_cuda_to_cubin, make_fpack_imports
+from .cuda_compile import cuda_compile_scope, cuda_runtime_loaded
+from .mma_layouts import register_mma_layouts
+
 # Environment switch read in the worker: "0" leaves CUDA compilation to TVM (see build_candidate).
 COMPILE_DEVICE_CODE_ENV = "MS_PRUNER_COMPILE_DEVICE_CODE"
 
@@ -43,10 +51,6 @@ def lower_candidate(mod, target, use_nvcc: bool = True):
     source, with nvcc for the target's arch (``cuda_compile``), or with TVM's own compiler when
     ``use_nvcc`` is False; elsewhere the device code stays source.
     """
-    import tvm
-
-    from .cuda_compile import cuda_compile_scope
-
     mod = _ready_to_lower(mod)
     with _pass_context(target), cuda_compile_scope(target, use_nvcc):
         return tvm.compile(mod, target=target)
@@ -55,8 +59,6 @@ def lower_candidate(mod, target, use_nvcc: bool = True):
 def lowered_tir(mod, target):
     """``mod`` through TVM's TIR pipeline for ``target`` as ``lower_candidate`` lowers it, stopping
     before host and device are split and code is generated: what decides the kernel, for less."""
-    import tvm
-
     mod = _ready_to_lower(mod)
     with _pass_context(target):
         host = target.host or tvm.target.Target("llvm" if tvm.runtime.enabled("llvm") else "c")
@@ -68,17 +70,11 @@ def lowered_tir(mod, target):
 def _ready_to_lower(mod):
     """``mod`` without MetaSchedule's weight-layout rewrite blocks; also registers the mma index maps
     lowering looks up (mma_layouts.py), since every lowering here starts with this."""
-    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
-
-    from .mma_layouts import register_mma_layouts
-
     register_mma_layouts()
     return RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
 
 
 def _pass_context(target):
-    import tvm
-
     return tvm.transform.PassContext(opt_level=3, config=build_pass_config(target))
 
 
@@ -109,14 +105,10 @@ def build_candidate(mod, target, _params: Optional[dict]) -> BuiltCandidate:
     With ``MS_PRUNER_COMPILE_DEVICE_CODE=0`` TVM compiles on a GPU machine (NVRTC by default) and
     the artifact keeps the source elsewhere (compiled by the runner at load).
     """
-    from .cuda_compile import cuda_runtime_loaded
-
     ours = os.environ.get(COMPILE_DEVICE_CODE_ENV, "1") != "0"
     executable = lower_candidate(mod, target, use_nvcc=ours)
     binaries: Dict[str, bytes] = {}
     if target.kind.name == "cuda" and ours and not cuda_runtime_loaded():
-        from .cuda_binary import compile_cuda_to_cubin
-
         for device_module in _cuda_sources(executable):
             source = device_module.inspect_source("")
             binaries[source] = compile_cuda_to_cubin(source, target)
@@ -125,10 +117,6 @@ def build_candidate(mod, target, _params: Optional[dict]) -> BuiltCandidate:
 
 def export_candidate(built: BuiltCandidate) -> str:
     """LocalBuilder ``f_export``: a tar artifact, with compiled device code when there is some."""
-    from tvm.support.tar import tar
-
-    from .cuda_binary import make_fpack_imports
-
     path = os.path.join(tempfile.mkdtemp(prefix="ms_pruner_"), "candidate.tar")
     fpack = make_fpack_imports(built.cuda_binaries) if built.cuda_binaries else None
     built.executable.export_library(path, fcompile=tar, fpack_imports=fpack)

@@ -7,6 +7,8 @@ import sys
 from typing import List, Optional
 
 from ..errors import UserError, require_positive
+from ..evaluation.space_report import add_space_command
+from ..tuning.check import add_check_command
 from ..tuning.fleet import NoServerLeft
 from ..tuning.interrupt import TimeLimitReached, set_time_limit
 from .database import add_database_commands
@@ -19,9 +21,6 @@ DESCRIPTION = ("Tune TVM MetaSchedule (tensor-core) kernels with Pruner: draft w
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..evaluation.space_report import add_space_command
-    from ..tuning.check import add_check_command
-
     parser = argparse.ArgumentParser(prog="ms-pruner", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     add_tuning_commands(sub)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from ..database.tools import list_database, merge_databases
+
 
 def add_database_commands(sub) -> None:
     db = sub.add_parser("db", help="list, merge or take the best of MetaSchedule databases (work dirs)")
@@ -20,8 +22,6 @@ def add_database_commands(sub) -> None:
 
 
 def cmd_db_list(args) -> int:
-    from ..database.tools import list_database
-
     for path in args.dbs:
         print(f"{path}:")
         for row in list_database(path):
@@ -31,8 +31,6 @@ def cmd_db_list(args) -> int:
 
 
 def cmd_db_merge(args) -> int:
-    from ..database.tools import merge_databases
-
     written = merge_databases(args.dbs, args.out, best_only=args.best_only)
     targets = ", ".join(f"{count} for {target}" for target, count in sorted(written.items()))
     mixed = f"; {len(written)} targets, each record keeping its own" if len(written) > 1 else ""

@@ -6,7 +6,11 @@ import argparse
 import os
 import sys
 
+from ..cost_model import read_model_file
 from ..errors import UserError
+from ..hardware import resolve_target
+from ..models import MODELS, compare_outputs, get_model, import_torch_model, run_executable, torch_latency, tune_relax
+from ..models.report import model_table, read_summaries, write_summary
 from .options import add_out, add_rpc, add_search_options, add_time_limit, seed_value, write_text
 
 
@@ -33,23 +37,15 @@ def add_model_commands(sub) -> None:
 
 
 def cmd_tune_model(args) -> int:
-    from ..hardware import resolve_target
-    from ..models import MODELS, get_model
-
     if args.model not in MODELS:
         raise UserError(f"unknown model '{args.model}'; known: {', '.join(sorted(MODELS))}")
     if args.pretrained:
-        from ..cost_model import read_model_file
-
         read_model_file(args.pretrained)
     choice = resolve_target(args.target, args.gpu, require_device=args.rpc is None)
     module, example, spec = get_model(args.model, dtype=args.dtype)
     work_dir = args.work_dir or os.path.join("ms_pruner_work", f"{args.model}-{choice.target.kind.name}")
 
-    import torch
-
-    from ..models import compare_outputs, import_torch_model, run_executable, torch_latency, tune_relax
-    from ..models.report import write_summary
+    import torch  # lazy: torch only for the model's eager reference run
 
     with torch.no_grad():
         expected = module(example)
@@ -95,7 +91,5 @@ def _add_model_table_command(sub) -> None:
 
 
 def cmd_model_table(args) -> int:
-    from ..models.report import model_table, read_summaries
-
     write_text(model_table(read_summaries(args.work_dirs)), args.out)
     return 0

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..errors import MAX_SEED
+from ..space import SPACES
 
 DEFAULT_GPU_WORKLOAD = "matmul:4096x4096x4096:float16:float32"
 DEFAULT_CPU_WORKLOAD = "matmul:128x128x128:float32:float32"
@@ -13,8 +14,6 @@ DEFAULT_CPU_WORKLOAD = "matmul:128x128x128:float32:float32"
 
 def add_search_options(parser) -> None:
     """``--space``, ``--cost-model`` and ``--no-first-round``: what a tuning command searches with."""
-    from ..space import SPACES
-
     parser.add_argument("--space", default="auto", choices=SPACES,
                         help="tensor-core rule families to search on a GPU: wmma, mma (pipelined mma.sync), "
                              "all (both), auto (all on sm_80+ where the mma rule takes a block, else wmma)")

@@ -7,9 +7,17 @@ import json
 import os
 import re
 
+from ..cost_model import read_model_file
+from ..database.records import describe_best, group_by_workload, open_database
 from ..errors import UserError
-from .options import (DEFAULT_CPU_WORKLOAD, DEFAULT_GPU_WORKLOAD, add_rpc, add_search_options, add_time_limit,
-                      seed_value)
+from ..hardware import resolve_target
+from ..tuning import tune_tir
+from ..tuning.compare import comparison_settings, finished_work_dirs, load_previous, run_comparison, write_outputs
+from ..tuning.instrument import continues_batch
+from ..tuning.remeasure import best_records, remeasure, summary
+from ..tuning.restore import restore_comparison
+from ..workloads import get_suite, parse_workload
+from .options import DEFAULT_CPU_WORKLOAD, DEFAULT_GPU_WORKLOAD, add_rpc, add_search_options, add_time_limit, seed_value
 
 
 def add_tuning_commands(sub) -> None:
@@ -62,8 +70,6 @@ def _add_comparison_settings(parser) -> None:
 
 def _comparison_settings(args, choice) -> dict:
     """The settings ``_add_comparison_settings`` read, as compare.json keeps them."""
-    from ..tuning.compare import comparison_settings
-
     return comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder, args.space,
                                args.first_round, args.cost_model, args.warm_start)
 
@@ -99,22 +105,14 @@ def _default_work_dir(spec: str, target_kind: str) -> str:
 
 
 def cmd_tune(args) -> int:
-    from ..hardware import resolve_target
-    from ..workloads import parse_workload
-
     if args.workload is not None:
         parse_workload(args.workload)  # bad specs fail before any device probing
     if args.pretrained:
-        from ..cost_model import read_model_file
-
         read_model_file(args.pretrained)  # a bad model file fails before tuning starts
     choice = resolve_target(args.target, args.gpu, require_device=args.rpc is None)
     spec = args.workload or (DEFAULT_GPU_WORKLOAD if choice.is_cuda else DEFAULT_CPU_WORKLOAD)
     workload = parse_workload(spec)
     work_dir = args.work_dir or _default_work_dir(workload.spec, choice.target.kind.name)
-
-    from ..tuning import tune_tir
-    from ..tuning.instrument import continues_batch
 
     result = tune_tir(
         workload.prim_func(),
@@ -161,8 +159,6 @@ def cmd_tune(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from ..database.records import describe_best, group_by_workload, open_database
-
     database = open_database(args.work_dir)
     records = list(database.get_all_tuning_records())
     if not records:
@@ -174,13 +170,8 @@ def cmd_show(args) -> int:
 
 
 def cmd_remeasure(args) -> int:
-    from ..hardware import resolve_target
-    from ..tuning.remeasure import best_records, remeasure, summary
-
     work_dirs = list(args.db or [])
     if args.compare:
-        from ..tuning.compare import finished_work_dirs
-
         work_dirs += finished_work_dirs(args.compare, args.strategy)
     if not work_dirs:
         raise UserError("remeasure needs --db WORK_DIR or --compare OUT_DIR")
@@ -204,16 +195,10 @@ def cmd_remeasure(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from ..hardware import resolve_target
-    from ..tuning.compare import load_previous, run_comparison, write_outputs
-    from ..workloads import get_suite, parse_workload
-
     if not args.workload and not args.suite:
         raise UserError("compare needs --workload SPEC (repeatable) or --suite NAME")
     workloads = [parse_workload(w) for w in args.workload] + (get_suite(args.suite) if args.suite else [])
     if args.pretrained:
-        from ..cost_model import read_model_file
-
         read_model_file(args.pretrained)
     choice = resolve_target(args.target, args.gpu, require_device=args.rpc is None)
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
@@ -237,9 +222,6 @@ def cmd_restore(args) -> int:
     """Unpack a comparison where the next ``compare --out`` with the same settings keeps its finished
     runs and resumes the cut one (tuning.restore); the target resolves as ``compare``'s does, so a
     machine with another GPU is refused before anything is unpacked."""
-    from ..hardware import resolve_target
-    from ..tuning.restore import restore_comparison
-
     rerun = []
     for text in args.rerun:
         spec, sep, strategy = text.rpartition("=")

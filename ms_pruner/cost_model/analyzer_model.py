@@ -3,6 +3,7 @@ verify model of the ``--cost-model analyzer`` ablation (Pruner without a learned
 
 from __future__ import annotations
 
+import time
 from typing import Optional
 
 import numpy as np
@@ -53,8 +54,6 @@ class PSACostModel(PyCostModel):
         """The analyzer is a formula; measurements do not change it."""
 
     def predict(self, context, candidates) -> np.ndarray:
-        import time
-
         start = time.perf_counter()
         scores = np.array([self._score(c.sch.mod) for c in candidates], dtype="float64")
         if self.power != 1.0:

@@ -11,9 +11,11 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import torch
+import tvm_ffi
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 
+from ..analysis import ANALYSES, StaticAnalyzer
 from ..errors import UserError
 from ..intrinsics import register_tensor_intrinsics
 from .knobs import schedule_knobs
@@ -34,8 +36,6 @@ def default_device() -> torch.device:
 
 
 def _task_key(mod) -> str:
-    import tvm_ffi
-
     return str(int(tvm_ffi.structural_hash(mod)))
 
 
@@ -79,8 +79,6 @@ class PaCMCore:
     def extractor(self, target) -> TokenExtractor:
         """The target's token extractor, whose analyses the search's own analyzer shares (``ANALYSES``):
         a verified draft member, and a measured one, was analyzed when the draft scored it."""
-        from ..analysis import ANALYSES, StaticAnalyzer
-
         key = str(target)
         if key not in self.extractors:
             self.extractors[key] = TokenExtractor(StaticAnalyzer.for_target(target, memory=ANALYSES))

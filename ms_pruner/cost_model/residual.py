@@ -22,6 +22,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ..analysis.metrics import ndcg_at_k, recall_at_top, spearman
 from .training import later_share_split
 
 PRIOR_SCALE = 50.0
@@ -73,7 +74,7 @@ class TreeRanker:
         self.booster = None
 
     def _matrix(self, features: np.ndarray, prior: np.ndarray, labels: Optional[np.ndarray] = None):
-        import xgboost as xgb
+        import xgboost as xgb  # lazy: loaded by import_model_dependencies before the round clock
 
         matrix = xgb.DMatrix(features, label=labels)
         matrix.set_base_margin(prior * self.settings.prior_scale)
@@ -82,7 +83,7 @@ class TreeRanker:
     def fit(self, features: np.ndarray, prior: np.ndarray, latency: np.ndarray, tasks: Sequence[str],
             base: Optional["TreeRanker"] = None):
         """Boost on the records, grouped by task; from ``base``'s trees when given (warm start)."""
-        import xgboost as xgb
+        import xgboost as xgb  # lazy: loaded by import_model_dependencies before the round clock
 
         order = group_order(tasks)
         matrix = self._matrix(features[order], prior[order], rank_labels_per_task(latency, tasks)[order])
@@ -116,8 +117,6 @@ def validation_split(tasks: Sequence[str], share: float = VALIDATION_SHARE):
 def ranking_quality(scores: np.ndarray, latency: np.ndarray, tasks: Sequence[str]) -> float:
     """Spearman + NDCG@10 + recall of the fastest tenth in the best 30%, averaged over tasks with 3+
     valid records (higher is better); the three figures evaluate-model reports."""
-    from ..analysis.metrics import ndcg_at_k, recall_at_top, spearman
-
     values = []
     for task in set(tasks):
         members = np.array([i for i, t in enumerate(tasks) if t == task and math.isfinite(latency[i])])
@@ -195,7 +194,7 @@ class GatedResidual:
     def load_bytes(self, raw: Optional[bytes], settings: Optional[TreeSettings], as_pretrained: bool = False) -> None:
         """Trees saved by ``to_bytes``: the model that ranks, or with ``as_pretrained`` the warm start
         that the gate weighs (the analyzer ranks until the first fit)."""
-        import xgboost as xgb
+        import xgboost as xgb  # lazy: loaded by import_model_dependencies before the round clock
 
         ranker = None
         if raw is not None and settings is not None:

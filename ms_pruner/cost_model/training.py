@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
+from ..analysis.metrics import ndcg_at_k, spearman
 from .net import PaCMNet
 from .tokens import pad_batch
 
@@ -86,8 +87,6 @@ def later_share_split(tasks: Sequence[str], share: float, min_records: int):
 
 
 def _validation_quality(net: PaCMNet, samples: List[Sample], index: List[int], device) -> float:
-    from ..analysis.metrics import ndcg_at_k, spearman
-
     if not index:
         return 0.0
     chosen = [samples[i] for i in index]

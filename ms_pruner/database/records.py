@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import os
 from typing import Dict, List, Optional
+
+import tvm_ffi
+from tvm.s_tir import Schedule, meta_schedule as ms
+from tvm.s_tir.analysis import estimate_tir_flops
+from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+from tvm.s_tir.meta_schedule.runner import RunnerResult
+from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
 
 from ..errors import UserError
 from ..intrinsics import register_tensor_intrinsics
@@ -16,26 +25,17 @@ FAILED_RUN_SECONDS = 1e9
 
 def structural_key(mod) -> int:
     """A program's structural hash: two candidates with the same key are the same program."""
-    import tvm_ffi
-
     return int(tvm_ffi.structural_hash(mod))
 
 
 def measure_candidate(sch):
     """The MeasureCandidate MetaSchedule hands cost models for a post-processed schedule."""
-    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
-    from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
-
     return MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
 
 
 def measured_batch(schedules, latency):
     """(candidates, runner results) for schedules with known latencies, as a cost model's ``update``
     receives them; a non-finite latency is a failed run, stored the way MetaSchedule stores it (1e10 s)."""
-    import math
-
-    from tvm.s_tir.meta_schedule.runner import RunnerResult
-
     candidates = [measure_candidate(s) for s in schedules]
     results = [RunnerResult(run_secs=[float(lat)] if math.isfinite(lat) else [1e10], error_msg=None)
                for lat in latency]
@@ -52,8 +52,6 @@ def open_database(path: str, create: bool = False):
 
     Tensor-core traces name intrinsics, so they are registered before the records are parsed.
     """
-    from tvm.s_tir import meta_schedule as ms
-
     workload_file, record_file = database_paths(path)
     if not create and not (os.path.isfile(workload_file) and os.path.isfile(record_file)):
         raise UserError(f"no MetaSchedule database in '{path}' (expected {WORKLOAD_FILE} and {RECORD_FILE})")
@@ -74,10 +72,6 @@ def records_in_file_order(path: str) -> List:
     ``Database.get_all_tuning_records`` returns records sorted by latency; model evaluation that
     trains on the first part of a run needs the file order instead.
     """
-    import json
-
-    from tvm.s_tir import meta_schedule as ms
-
     open_database(path)  # validates the files and registers the tensor intrinsics
     workload_file, record_file = database_paths(path)
     try:
@@ -96,8 +90,6 @@ def records_in_file_order(path: str) -> List:
 
 def replay_record(record):
     """The post-processed schedule a record measured (its trace replayed with its decisions)."""
-    from tvm.s_tir import Schedule
-
     sch = Schedule(record.workload.mod)
     record.trace.apply_to_schedule(sch, remove_postproc=False)
     return sch
@@ -121,8 +113,6 @@ def is_valid(record) -> bool:
 
 
 def same_workload(record, mod) -> bool:
-    import tvm_ffi
-
     return bool(tvm_ffi.structural_equal(record.workload.mod, mod))
 
 
@@ -138,8 +128,6 @@ def records_for(database, mod=None, target=None) -> List:
 
 def same_target(left, right) -> bool:
     """Targets compare by content: their JSON keys come back in different orders."""
-    import json
-
     return json.loads(str(left)) == json.loads(str(right))
 
 
@@ -191,8 +179,6 @@ def summarize_trace(trace) -> TraceSummary:
 
 def workload_flops(mod) -> float:
     """FLOPs of a workload IRModule, as TVM estimates them from the unscheduled TIR."""
-    from tvm.s_tir.analysis import estimate_tir_flops
-
     return float(estimate_tir_flops(mod))
 
 

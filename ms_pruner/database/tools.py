@@ -10,9 +10,13 @@ import dataclasses
 import os
 from typing import Dict, List, Sequence
 
+from tvm.s_tir import meta_schedule as ms
+
 from ..errors import UserError
-from .records import (best_record, group_by_workload, is_valid, mean_latency, open_database, records_in_file_order,
-                      structural_key)
+from .records import (
+    best_record, group_by_workload, is_valid, mean_latency, open_database, records_in_file_order, structural_key
+)
+from .transfer import operator_signature
 
 
 @dataclasses.dataclass
@@ -29,7 +33,6 @@ class WorkloadSummary:
 def _workload_name(mod) -> str:
     func = next(iter(mod.functions.values()))
     params = ", ".join(f"{'x'.join(str(int(d)) for d in p.shape)}:{p.dtype}" for p in func.params)
-    from .transfer import operator_signature
 
     blocks = "+".join(name for name, _, _ in operator_signature(mod)[0])
     return f"{blocks}({params})"
@@ -59,8 +62,6 @@ def merge_databases(sources: Sequence[str], out: str, best_only: bool = False) -
     """Every record of ``sources`` (in their measurement order) into the database at ``out``,
     each with its own target; with ``best_only`` just the best valid record of each workload and
     target. Returns the records written by target."""
-    from tvm.s_tir import meta_schedule as ms
-
     if not sources:
         raise UserError("ms-pruner db needs at least one database to read")
     records = [r for path in sources for r in records_in_file_order(path)]  # a bad source writes nothing

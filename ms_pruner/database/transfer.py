@@ -13,6 +13,9 @@ import dataclasses
 import re
 from typing import Callable, List, Sequence, Tuple
 
+import tvm
+from tvm.s_tir import Schedule
+
 from ..errors import UserError
 from .records import group_by_workload, is_valid, mean_latency, open_database, structural_key
 
@@ -24,9 +27,6 @@ def operator_signature(mod) -> Tuple:
     reduction) and which iteration variables index each dimension of what it reads and writes (a
     matmul's B[k, j] is not matmul_nt's B[j, k]), and the parameters' dtypes. Tasks of one kind and
     other shapes share it, so their traces name the same blocks and loops."""
-    import tvm
-    from tvm.s_tir import Schedule
-
     if not isinstance(mod, tvm.IRModule):
         mod = tvm.IRModule({"main": mod})
     func = next(iter(mod.functions.values()))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 import statistics
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -12,7 +13,11 @@ from ..analysis.analyzer import Estimate, StaticAnalyzer
 from ..analysis.geometry import geometry_name, kernel_geometry, operand_fetch_bytes
 from ..analysis.metrics import recall_at_top, spearman
 from ..analysis.registers import RegisterCheck, check_registers, summarize_register_checks
+from ..builder.resources import candidate_resources
 from ..database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order, replay_record
+from ..errors import UserError
+from ..hardware import get_gpu_spec
+from ..search.first_round.arrangement import arrangement_name, fragment_arrangement
 
 
 @dataclasses.dataclass
@@ -133,9 +138,6 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: boo
     GPU or this host's CPU: records measured elsewhere are judged against that machine. ``ptxas``
     also compiles each CUDA record with nvcc (about a second each) and holds the analyzer's
     registers, spill call and residency against ptxas's report (``registers``)."""
-    from ..hardware import get_gpu_spec
-    from ..search.first_round.arrangement import arrangement_name, fragment_arrangement
-
     records = records_in_file_order(path)
     if ptxas:
         _check_ptxas_possible(records)
@@ -173,10 +175,6 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: boo
 
 def _check_ptxas_possible(records) -> None:
     """Once, before any record is compiled: every record is for CUDA and nvcc is on PATH."""
-    import shutil
-
-    from ..errors import UserError
-
     for record in records:
         if record.target.kind.name != "cuda":
             raise UserError(f"ptxas reports need CUDA records; this database's target is {record.target.kind.name}")
@@ -189,8 +187,6 @@ def ptxas_checks(mod, target, estimate: Estimate, analyzer: StaticAnalyzer) -> L
     compiled with nvcc as the builder lowers it (``builder.candidate_resources``: ValueError for a
     target that is not CUDA, RuntimeError when nvcc rejects the source), paired by
     ``check_registers`` with the analyzer's GPU and shared-memory limit."""
-    from ..builder.resources import candidate_resources
-
     return check_registers(estimate, candidate_resources(mod, target), analyzer.hardware, analyzer.max_shared_memory)
 
 

@@ -12,17 +12,20 @@ same without warm-up).
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig
 
 from ..analysis.metrics import ndcg_at_k, recall_at_top, spearman
 from ..cost_model.pacm import PaCMCore, _task_key, pretrained_momentum, read_model_file
 from ..cost_model.training import Sample
-from ..database.records import (FAILED_RUN_SECONDS, mean_latency, measured_batch, records_in_file_order,
-                                replay_record)
+from ..database.records import FAILED_RUN_SECONDS, mean_latency, measured_batch, records_in_file_order, replay_record
 from ..errors import UserError
 
 MODELS = ("analyzer", "pacm", "pacm-transformer", "pretrained", "xgb", "xgb-trained")
@@ -111,9 +114,6 @@ def _xgb_evaluator(warmup: int) -> Callable:
     """MetaSchedule's XGBModel on its own features. Stock settings (``warmup=100``) answer random
     scores until 100 records are in; ``xgb-trained`` (warmup 0) shows what its features can do."""
     def evaluate(run: MeasuredRun, train: Sequence[int], test: Sequence[int], seed: int, pretrained=None) -> tuple:
-        from tvm.s_tir import meta_schedule as ms
-        from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig
-
         np.random.seed(seed)  # the warm-up answers come from numpy's global generator
         model = ms.cost_model.XGBModel(config=XGBConfig(seed=seed), num_warmup_samples=warmup)
         context = ms.TuneContext(mod=run.records[0].workload.mod, target=run.records[0].target, num_threads=1)
@@ -206,8 +206,6 @@ def _spread(values: Sequence[float]) -> Dict[str, float]:
 
 def run_name(path: str) -> str:
     """A database folder as the tables name it: its parent and its own name."""
-    import os
-
     parts = os.path.normpath(path).split(os.sep)
     return "/".join(parts[-2:])
 
@@ -232,9 +230,6 @@ def markdown_table(rows: List[dict], models: Sequence[str]) -> str:
 def round_boundaries(path: str) -> List[int]:
     """Record counts at the end of each tuning round but the last, from the run's round log
     (logs/ms_pruner_rounds.jsonl, one line a round with its ``trials``)."""
-    import json
-    import os
-
     log = os.path.join(path, "logs", "ms_pruner_rounds.jsonl")
     if not os.path.isfile(log):
         raise UserError(f"'{path}' has no round log (logs/ms_pruner_rounds.jsonl); --by-round needs one")

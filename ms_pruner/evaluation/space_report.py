@@ -16,9 +16,21 @@ import json
 import time
 from typing import Dict, List
 
+from ..analysis import StaticAnalyzer
+from ..analysis.geometry import geometry_name, kernel_geometry
+from ..analysis.gpu_model import register_cap
+from ..builder import cuda_sources, default_max_workers
+from ..builder.resources import allocated_shared_bytes, cuda_source_compile
+from ..builder.sass import opcode_counts, read_sass
+from ..builder.worker import lowered_tir
 from ..errors import UserError
-from ..threads import map_on_threads
+from ..hardware import get_gpu_spec
+from ..search.droplet import tile_decisions
+from ..search.space import DesignSpace
 from ..space.families import SPACES, pipeline_depth, sketch_family, tuning_space
+from ..threads import map_on_threads
+from ..tuning.driver import normalized_mod
+from ..workloads import parse_workload
 
 SASS_SHOWN = ("HMMA", "LDSM", "LDGSTS", "LDG", "STS", "LDL", "STL")
 # A postprocessor written in Python reaches Python back from the space as TVM's wrapper type; the
@@ -65,10 +77,6 @@ def tensor_intrinsics(trace) -> List[str]:
 
 def describe(sch, analyzer) -> dict:
     """What the schedule is and what the analyzer predicts of it, before anything is lowered."""
-    from ..analysis.geometry import geometry_name, kernel_geometry
-    from ..analysis.gpu_model import register_cap
-    from ..search.droplet import tile_decisions
-
     estimate = analyzer.estimate(sch)
     features = estimate.features
     spec = analyzer.hardware
@@ -90,12 +98,6 @@ def describe(sch, analyzer) -> dict:
 
 def build_report(sch, target) -> dict:
     """Lower ``sch`` as the builder does, compile it with nvcc and read what came out."""
-    from ..builder import cuda_sources
-    from ..builder.resources import cuda_source_compile
-    from ..builder.sass import opcode_counts, read_sass
-    from ..builder.worker import lowered_tir
-    from ..builder.resources import allocated_shared_bytes
-
     started = time.perf_counter()
     try:
         sources = cuda_sources(sch.mod, target, use_nvcc=False)
@@ -133,12 +135,6 @@ def register_spill(candidate: dict) -> bool:
 
 def space_report(query: SpaceQuery) -> dict:
     """The report ``ms-pruner space`` prints (its JSON form)."""
-    from ..analysis import StaticAnalyzer
-    from ..hardware import get_gpu_spec
-    from ..search.space import DesignSpace
-    from ..tuning.driver import normalized_mod
-    from ..workloads import parse_workload
-
     if query.sample < 0:
         raise UserError(f"--sample must be 0 or more, not {query.sample}")
     workload = parse_workload(query.workload)
@@ -211,8 +207,6 @@ def format_report(report: dict) -> str:
 
 
 def cmd_space(args) -> int:
-    from ..builder import default_max_workers
-
     report = space_report(SpaceQuery(workload=args.workload, gpu=args.gpu, space=args.space, sample=args.sample,
                                      build=args.build, seed=args.seed, jobs=args.jobs or default_max_workers()))
     if args.json:

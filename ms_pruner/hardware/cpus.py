@@ -6,6 +6,8 @@ import dataclasses
 import os
 from typing import Optional
 
+import psutil
+
 
 @dataclasses.dataclass(frozen=True)
 class CPUSpec:
@@ -62,8 +64,6 @@ def _cache_bytes(level: int, kind: Optional[str]) -> int:
 
 def detect_cpu() -> CPUSpec:
     """Describe the CPU this process runs on (Linux sysfs/procfs; safe defaults elsewhere)."""
-    import psutil
-
     info = _cpuinfo()
     flags = set(info.get("flags", info.get("Features", "")).split())
     if "avx512f" in flags:

@@ -13,6 +13,8 @@ import logging
 import re
 from typing import Dict, Optional
 
+from tvm.target import Target
+
 from ..errors import UserError
 
 KIB = 1024
@@ -81,8 +83,6 @@ class GPUSpec:
         ``spec_for_target`` reads the part back from the target a strategy is given.
         ``max_shared_memory_per_block`` raises the cap towards ``smem_per_block_bytes``.
         """
-        from tvm.target import Target
-
         config = {
             "kind": "cuda",
             "arch": self.arch,

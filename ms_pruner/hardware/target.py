@@ -5,6 +5,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+import psutil
+import tvm
+from tvm.target import Target
+
 from ..errors import UserError
 from .cpus import CPUSpec, detect_cpu
 from .gpus import GPUSpec, get_gpu_spec, spec_from_device_name
@@ -25,8 +29,6 @@ class TargetChoice:
 
 def cuda_device_name() -> Optional[str]:
     """Name of CUDA device 0 as TVM sees it, or None when there is no usable GPU."""
-    import tvm
-
     try:
         device = tvm.cuda(0)
         if not device.exist:
@@ -43,9 +45,6 @@ def detect_gpu() -> Optional[GPUSpec]:
 
 
 def llvm_target(cores: Optional[int] = None):
-    import psutil
-    from tvm.target import Target
-
     return Target({"kind": "llvm", "num-cores": cores or psutil.cpu_count(logical=False) or 1})
 
 

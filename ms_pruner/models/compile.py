@@ -13,15 +13,16 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
+import tvm
+from tvm import relax
+from tvm.relax import pipeline as relax_pipeline
+from tvm.s_tir import dlight
+
+from ..builder import build_pass_config, cuda_compile_scope
+
 
 def compile_tuned(database, mod, target, params: Optional[Dict] = None):
     """The VM executable of Relax ``mod`` for ``target``, with ``database``'s best schedules."""
-    import tvm
-    from tvm import relax
-    from tvm.relax import pipeline as relax_pipeline
-
-    from ..builder import build_pass_config, cuda_compile_scope
-
     if params:
         mod = relax.transform.BindParams("main", params)(mod)
     dispatch = relax_pipeline.library_dispatch_passes(target)
@@ -45,8 +46,6 @@ def compile_tuned(database, mod, target, params: Optional[Dict] = None):
 
 def _default_gpu_schedules():
     """DLight's rules for the functions no record covers, as ``compile_relax`` applies them."""
-    from tvm.s_tir import dlight
-
     gpu = dlight.gpu
     return dlight.ApplyDefaultSchedule(gpu.Matmul(), gpu.GEMV(), gpu.Reduction(), gpu.GeneralReduction(),
                                        gpu.Fallback())
@@ -55,9 +54,6 @@ def _default_gpu_schedules():
 def _lower_passes(target) -> list:
     """Relax's lowering and finalising passes for ``target``; TVM 0.27 registers none for CUDA, and
     ``compile_relax`` then uses these."""
-    from tvm import relax
-    from tvm.relax import pipeline as relax_pipeline
-
     try:
         return relax_pipeline.dataflow_lower_passes(target) + relax_pipeline.finalize_passes(target)
     except (ValueError, AttributeError):

@@ -10,7 +10,7 @@ from ..errors import UserError
 
 
 def _torch():
-    import torch
+    import torch  # lazy: torch only where a model is built
 
     return torch
 

@@ -12,10 +12,17 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+import tvm
+from tvm import relax
+from tvm.s_tir import meta_schedule as ms
 
+from ..database.records import open_database
 from ..errors import UserError, require_positive
 from ..hardware import resolve_target
 from ..intrinsics import register_tensor_intrinsics
+from ..space import tuning_space
+from ..tuning.driver import check_search, instrumented_session, search_components
+from ..tuning.fleet import Tracker, make_fleet_runner
 from .compile import compile_tuned
 
 
@@ -26,9 +33,8 @@ def import_torch_model(module, example, nhwc: bool = False, mixed_precision: boo
     accumulation. (Importing a torch module already in fp16 trips a dtype mismatch in TVM 0.27's
     frontend: its linear decomposition adds an fp16 bias to an fp32 product.)
     """
-    import torch
-    from tvm import relax
-    from tvm.relax.frontend.torch import from_exported_program
+    import torch  # lazy: torch only for importing a torch model
+    from tvm.relax.frontend.torch import from_exported_program  # lazy: (the same)
 
     with torch.no_grad():
         exported = torch.export.export(module, (example,))
@@ -42,9 +48,6 @@ def import_torch_model(module, example, nhwc: bool = False, mixed_precision: boo
 
 def legalize_and_fuse(mod):
     """The prefix ``tune_relax`` needs: TIR for every op, fused into tunable functions."""
-    import tvm
-    from tvm import relax
-
     return tvm.transform.Sequential([
         relax.transform.LegalizeOps(),
         relax.transform.AnnotateTIROpPattern(),
@@ -55,8 +58,6 @@ def legalize_and_fuse(mod):
 
 
 def extract_tasks(mod, target) -> List:
-    from tvm.s_tir import meta_schedule as ms
-
     register_tensor_intrinsics()
     return ms.relax_integration.extract_tasks(legalize_and_fuse(mod), target)
 
@@ -79,12 +80,6 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
 
     ``space`` is one for all tasks (``auto``: ``all`` on sm_80+ when the mma rule takes a block of a
     task); ``first_round``, ``cost_model``, ``rpc`` and ``warm_start`` (every task's) as tune_tir's."""
-    from tvm.s_tir import meta_schedule as ms
-
-    from ..database.records import open_database
-    from ..space import tuning_space
-    from ..tuning.driver import check_search, instrumented_session, search_components
-
     require_positive("--trials", max_trials_global)
     require_positive("--per-iter", num_trials_per_iter)
     check_search(strategy, pretrained, seed, cost_model, first_round, warm_start)
@@ -97,8 +92,6 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
         raise UserError("the model has no tunable operators")
     _, target, generator = tuning_space(space, [task.dispatched[0] for task in tasks], target)
     if rpc is not None and runner is None:
-        from ..tuning.fleet import Tracker, make_fleet_runner
-
         runner = make_fleet_runner(Tracker.parse(rpc), target)
     os.makedirs(work_dir, exist_ok=True)
     database = open_database(work_dir, create=True)
@@ -132,9 +125,6 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
 
 def run_executable(executable, target, inputs: List[np.ndarray], repeat: int = 20):
     """(outputs as numpy, mean seconds per call) on the target's device."""
-    import tvm
-    from tvm import relax
-
     device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
     vm = relax.VirtualMachine(executable, device)
     args = [tvm.runtime.tensor(x, device) for x in inputs]

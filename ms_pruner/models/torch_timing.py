@@ -8,7 +8,7 @@ from typing import Optional
 
 def torch_latency(module, example, device: str, compile_model: bool = False, repeat: int = 20) -> Optional[float]:
     """Median seconds per forward pass, or None when this torch cannot run it (e.g. compile fails)."""
-    import torch
+    import torch  # lazy: torch only for its own timings
 
     try:
         module = module.to(device)

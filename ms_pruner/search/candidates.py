@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Dict, Tuple
 
+from ..analysis import kernel_geometry
 from ..database.records import structural_key
+from .droplet import tile_decisions
 
 
 class CandidateFacts:
@@ -39,7 +41,4 @@ class CandidateFacts:
     def geometry(self, sch):
         """The analyzer's view of a schedule's tiling (``analysis.kernel_geometry``); the tile
         sizes on a CPU."""
-        from ..analysis import kernel_geometry
-        from .droplet import tile_decisions
-
         return kernel_geometry(self.estimate(sch).features) or tile_decisions(sch.trace)

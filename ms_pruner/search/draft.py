@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from typing import Callable, List
 
+from tvm.s_tir import meta_schedule as ms
+
+from ..cost_model.analyzer_model import PSACostModel
 from .config import MIN_FRESH_SAMPLES
+from .mutator import SeenDecisions, draft_mutators
 from .screen import fresh_samples
 
 
@@ -20,9 +24,6 @@ class AnalyzerDraft:
     """The two analyzer-driven evolutions of one tuning context, and the round log fields of a draft."""
 
     def __init__(self, context, analyzer, config, seed: int):
-        from .mutator import SeenDecisions, draft_mutators
-        from ..cost_model.analyzer_model import PSACostModel
-
         self.config = config  # a resolved PrunerConfig
         share = config.categorical_mutate_prob
         self.seen = SeenDecisions() if config.skip_seen_children else None  # what the mutators skip
@@ -37,8 +38,6 @@ class AnalyzerDraft:
 
     def _evolution(self, population: int, generations: int):
         """MetaSchedule's evolution, used only for sampling and for evolving with the analyzer."""
-        from tvm.s_tir import meta_schedule as ms
-
         evolution = ms.search_strategy.EvolutionarySearch(
             population_size=population,
             init_measured_ratio=0.0,
@@ -85,8 +84,6 @@ class AnalyzerDraft:
     def evolve(self, population: List, cold: bool, keep: Callable, stats) -> List:
         """Up to ``draft_size`` schedules evolved from ``population`` that ``keep`` accepts, best
         estimated first; the draft's seconds, analyzer seconds and counts go into ``stats``."""
-        from tvm.s_tir import meta_schedule as ms
-
         fitness = self.fitness_cold if cold else self.fitness
         seconds, calls, estimated = fitness.seconds, fitness.calls, fitness.estimated
         with stats.stage("draft"):

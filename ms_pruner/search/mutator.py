@@ -23,6 +23,7 @@ import threading
 from typing import Optional
 
 from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule import _ffi_api
 from tvm.s_tir.meta_schedule.mutator import PyMutator
 
@@ -153,8 +154,6 @@ def draft_mutators(context, categorical_share: float, seed: int, seen: Optional[
     """A copy of ``context`` for an inner EvolutionarySearch to evolve the draft with: its space
     generator also draws MutateCategorical with probability ``categorical_share`` (the others scaled
     to the rest), and with ``seen`` every mutator skips the children the draft has met."""
-    from tvm.s_tir import meta_schedule as ms
-
     generator = context.space_generator
     probs = {mutator: float(p) * (1.0 - categorical_share) for mutator, p in generator.mutator_probs.items()}
     if categorical_share > 0:

@@ -12,9 +12,11 @@ import random
 from typing import List, Optional, Sequence
 
 from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
 from ..analysis import ANALYSES, StaticAnalyzer
+from ..cost_model import PaCM
 from ..database.records import mean_latency, measure_candidate, measured_batch, records_for, replayed_top_records
 from ..intrinsics import register_tensor_intrinsics
 from .candidates import CandidateFacts, structural_key
@@ -74,10 +76,6 @@ class PrunerSearch(PySearchStrategy):
             self.sampler = ScreenedSampler.for_target(self.space, self.analyzer, context.target)
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None):
-        from tvm.s_tir import meta_schedule as ms
-
-        from ..cost_model import PaCM
-
         self.max_trials, self.per_iter = int(max_trials), int(num_trials_per_iter)
         self.database = database if database is not None else ms.database.MemoryDatabase()
         self.own_model = PaCM(pretrained=self.pretrained, momentum=self.momentum, seed=self.seed) \

@@ -18,14 +18,17 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
+import tvm_ffi
+
+from ..builder.worker import lowered_tir
+from .droplet import annotated_draws
+
 UNROLL_ANNOTATIONS = ("meta_schedule.unroll_explicit", "meta_schedule.unroll_implicit")
 
 
 def unroll_free_decisions(trace) -> Tuple:
     """The trace's sampled decisions (postprocessors removed) with its unroll draws left out, and
     its length: schedules with equal values differ at most in unroll depth."""
-    from .droplet import annotated_draws
-
     base = trace.simplified(remove_postproc=True)
     unroll_draws = [value for value, key in annotated_draws(base) if key in UNROLL_ANNOTATIONS]
     values = []
@@ -42,10 +45,6 @@ def unroll_free_decisions(trace) -> Tuple:
 def lowered_key(mod, target) -> Optional[int]:
     """Structural hash (free variables mapped) of ``mod`` lowered as the builder lowers it
     (``builder.worker.lowered_tir``); None when it does not lower."""
-    import tvm_ffi
-
-    from ..builder.worker import lowered_tir
-
     try:
         return int(tvm_ffi.structural_hash(lowered_tir(mod, target), map_free_vars=True))
     except Exception:  # pylint: disable=broad-except

@@ -23,8 +23,12 @@ import random
 from typing import Dict, List, Optional
 
 import numpy as np
+from tvm import te
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.schedule import Schedule, Trace
 
 from .candidates import structural_key
+from .config import MIN_FRESH_SAMPLES
 from .droplet import TILE_SAMPLES
 
 SUPPORTED_DECISIONS = (*TILE_SAMPLES, "SampleCategorical")
@@ -115,8 +119,6 @@ class ScreenedSampler:
     """
 
     def __init__(self, space, analyzer, limits, audit_share: float = AUDIT_SHARE):
-        from tvm.s_tir.schedule import Trace
-
         self.space = space
         self.analyzer = analyzer
         self.limits = tuple(float(v) for v in limits)
@@ -144,8 +146,6 @@ class ScreenedSampler:
         """Up to ``count`` distinct valid schedules (post-processed), from at most 40 draws a
         schedule asked (the replays on the space's threads, the analyzer reading each before
         VerifyGPUCode: ``DesignSpace.replay_checked``)."""
-        from tvm.s_tir.schedule import Trace
-
         seen = set()
         found: List = []
         budget = 40 * count + 40
@@ -244,10 +244,6 @@ def fresh_samples(sampler: Optional[ScreenedSampler], inner, wanted: int, attemp
     """``wanted`` fresh valid schedules: the screened sampler's, when there is one, and for any it
     fell short of MetaSchedule's C++ sampler (``inner``'s SampleInitPopulation, ``attempts`` draws a
     pass; it stops a pass once MIN_FRESH_SAMPLES are valid, so at least 4 passes, more for more)."""
-    from tvm.s_tir import meta_schedule as ms
-
-    from .config import MIN_FRESH_SAMPLES
-
     fresh = sampler.sample(wanted, rng) if sampler is not None and wanted > 0 else []
     for _ in range(max(4, wanted // MIN_FRESH_SAMPLES + 1)):
         if len(fresh) >= wanted:
@@ -262,9 +258,6 @@ def _signature(insts) -> tuple:
 
 
 def _stand_in_loop(extent: int, seed: int):
-    from tvm import te
-    from tvm.s_tir.schedule import Schedule
-
     src = te.placeholder((extent,), name="src")
     dst = te.compute((extent,), lambda i: src[i], name="dst")
     sch = Schedule(te.create_prim_func([src, dst]), seed=seed)
@@ -274,8 +267,6 @@ def _stand_in_loop(extent: int, seed: int):
 def _tile_extents(mod, trace) -> Optional[List[int]]:
     """The extent of the loop each tile-split instruction of ``trace`` splits, read while
     replaying it once; None when a replay fails or an extent is not a constant."""
-    from tvm.s_tir.schedule import Schedule
-
     sch = Schedule(mod, seed=1, error_render_level="none")
     extents: List[Optional[int]] = []
 

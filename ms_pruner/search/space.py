@@ -11,6 +11,9 @@ import collections
 import random
 from typing import Callable, List, Optional
 
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.schedule import Schedule, Trace
+
 from ..intrinsics import register_tensor_intrinsics
 from ..threads import map_on_threads
 from .candidates import structural_key
@@ -28,8 +31,6 @@ class DesignSpace:
     """The sketches, postprocessors and mutators MetaSchedule would use for ``mod`` on ``target``."""
 
     def __init__(self, mod, target, space="post-order-apply", context=None):
-        from tvm.s_tir import meta_schedule as ms
-
         register_tensor_intrinsics()
         if context is None:
             context = ms.TuneContext(mod=mod, target=target, space_generator=space, num_threads=1)
@@ -82,8 +83,6 @@ class DesignSpace:
 
     def _applied(self, trace, seed: int, keep_decisions: bool, decision_provider):
         """A fresh schedule with ``trace`` applied, entered into its postprocessing; None if it fails."""
-        from tvm.s_tir.schedule import Schedule, Trace
-
         trace = trace.simplified(remove_postproc=True)
         if not keep_decisions:
             trace = Trace(trace.insts, {})

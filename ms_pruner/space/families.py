@@ -17,8 +17,14 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+from tvm.s_tir import meta_schedule as ms
+from tvm.target import Target
+
 from ..errors import UserError
+from ..hardware import spec_for_target
 from ..intrinsics import register_tensor_intrinsics
+from .checks import PermutedLayoutCheck
+from .pipeline import PipelineDepths, outer_stage_annotation
 
 SPACES = ("auto", "wmma", "mma", "all")
 FAMILIES = ("wmma", "mma")
@@ -54,8 +60,6 @@ def _mma_groups() -> List[Dict[str, str]]:
 def tiling_rule(family: str, in_union: bool = False):
     """TVM's tensor-core tiling rule of ``family``, with TVM's default settings for it; the mma
     rule at several pipeline depths, keeping only its pipelined sketches ``in_union`` with WMMA."""
-    from tvm.s_tir import meta_schedule as ms
-
     register_tensor_intrinsics()
     mma = family == "mma"
     rule = ms.schedule_rule.MultiLevelTilingTensorCore(
@@ -69,16 +73,12 @@ def tiling_rule(family: str, in_union: bool = False):
         use_software_pipeline=mma,
     )
     if mma:
-        from .pipeline import PipelineDepths
-
         return PipelineDepths(rule, only_pipelined=in_union)
     return rule
 
 
 def family_rules(family: str, in_union: bool = False) -> list:
     """TVM's CUDA tensor-core rules with ``family``'s tiling rule alone (the rest as TVM orders them)."""
-    from tvm.s_tir import meta_schedule as ms
-
     if family not in FAMILIES:
         raise UserError(f"unknown rule family '{family}'; choose one of {', '.join(FAMILIES)}")
     cuda = list(ms.ScheduleRule.create("cuda"))
@@ -87,23 +87,15 @@ def family_rules(family: str, in_union: bool = False) -> list:
 
 def space_postprocs() -> list:
     """TVM's tensor-core postprocessors, the permuted-layout check first (it is the cheapest)."""
-    from tvm.s_tir import meta_schedule as ms
-
-    from .checks import PermutedLayoutCheck
-
     register_tensor_intrinsics()
     return [PermutedLayoutCheck(), *ms.Postproc.create("cuda-tensorcore")]
 
 
 def space_mutators() -> dict:
-    from tvm.s_tir import meta_schedule as ms
-
     return ms.Mutator.create("cuda-tensorcore")
 
 
 def family_generator(family: str, in_union: bool = False):
-    from tvm.s_tir import meta_schedule as ms
-
     return ms.space_generator.PostOrderApply(sch_rules=family_rules(family, in_union), postprocs=space_postprocs(),
                                              mutator_probs=space_mutators())
 
@@ -141,8 +133,6 @@ def resolve_space(choice: str, mod, target) -> str:
 def space_generator(resolved: str):
     """The MetaSchedule space generator of a resolved space (``resolve_space``); for ``none``
     MetaSchedule's own from the target."""
-    from tvm.s_tir import meta_schedule as ms
-
     if resolved == "none":
         return "post-order-apply"
     if resolved in FAMILIES:
@@ -163,10 +153,6 @@ def uses_opt_in_shared_memory(resolved: str) -> bool:
 def space_target(resolved: str, target):
     """``target`` as a resolved space is tuned with: a GPU target's shared memory a block raised to
     its GPU's opt-in limit (``GPUSpec.smem_per_block_bytes``) where the space uses it; else as given."""
-    from tvm.target import Target
-
-    from ..hardware import spec_for_target
-
     if target.kind.name != "cuda" or not uses_opt_in_shared_memory(resolved):
         return target
     limit = spec_for_target(target).smem_per_block_bytes
@@ -184,8 +170,6 @@ def tuning_space(choice: str, mod, target):
 
 
 def _sketches(generator, mod, target):
-    from tvm.s_tir import meta_schedule as ms
-
     context = ms.TuneContext(mod=mod, target=target, space_generator=generator, num_threads=1)
     return context.space_generator.generate_design_space(context.mod)
 
@@ -204,7 +188,5 @@ def sketch_family(trace) -> Optional[str]:
 
 def pipeline_depth(trace) -> Optional[int]:
     """Shared-memory stages of a pipelined trace: its outer pipeline's last stage + 1; None unpipelined."""
-    from .pipeline import outer_stage_annotation
-
     stages = outer_stage_annotation(trace)
     return max(stages) + 1 if stages else None

@@ -22,6 +22,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
+from tvm.s_tir.schedule import ScheduleError
 
 STAGE_KEY = "software_pipeline_stage"
 ORDER_KEY = "software_pipeline_order"
@@ -88,8 +89,6 @@ class PipelineDepths(PyScheduleRule):
         factor of -1 in its fixed warp tiling: apache/tvm #14935's kind of shape), which would end
         the whole design space, and with it tuning on the default space; the block is then left to
         the CUDA-core rule after it, or in a union to the WMMA family."""
-        from tvm.s_tir.schedule import ScheduleError
-
         try:
             return list(self.inner.apply(sch, block))
         except ScheduleError:

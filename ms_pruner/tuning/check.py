@@ -15,8 +15,16 @@ import os
 from typing import List, Optional
 
 import numpy as np
+import tvm
+from tvm.s_tir import meta_schedule as ms
 
+from ..builder import lower_candidate
+from ..database.records import best_record, mean_latency, open_database, records_for
 from ..errors import UserError
+from ..hardware import resolve_target
+from ..workloads import parse_workload
+from .driver import normalized_mod
+from .reference import torch_operation
 
 # Largest normalised error a correct kernel shows: fp32 results of fp16 products accumulated in fp32,
 # and fp16 results (accumulated in fp16 by the fp16 mma groups, ~sqrt(K) roundings of 2^-11).
@@ -44,14 +52,6 @@ class OutputCheck:
 
 def check_best(work_dir: str, spec: str, target) -> OutputCheck:
     """Build ``work_dir``'s best record of ``spec`` for ``target`` as the builder does and check its output."""
-    import tvm
-    from tvm.s_tir import meta_schedule as ms
-
-    from ..builder import lower_candidate
-    from ..workloads import parse_workload
-    from .driver import normalized_mod
-    from ..database.records import best_record, mean_latency, open_database, records_for
-
     workload = parse_workload(spec)
     database = open_database(work_dir)
     mod = normalized_mod(workload.prim_func())
@@ -88,8 +88,6 @@ def _error(out: np.ndarray, exact: np.ndarray) -> float:
 
 
 def _torch_error(workload, inputs, exact, target) -> Optional[float]:
-    from .reference import torch_operation
-
     device = "cuda" if target.kind.name == "cuda" else "cpu"
     if device == "cpu" and workload.in_dtype == "float16":
         return None  # torch's CPU fp16 GEMM is not what a GPU run is held against
@@ -101,8 +99,6 @@ def _torch_error(workload, inputs, exact, target) -> Optional[float]:
 
 
 def cmd_check(args) -> int:
-    from ..hardware import resolve_target
-
     if bool(args.compare) == bool(args.work_dir):
         raise UserError("check needs --work-dir DIR --workload SPEC, or --compare OUT_DIR")
     if args.work_dir and not args.workload:

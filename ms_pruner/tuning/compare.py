@@ -16,9 +16,10 @@ from typing import Dict, List, Optional, Sequence
 
 from ..errors import UserError, require_positive
 from ..search.stats import STAGES
-from .driver import PRUNER_STRATEGIES, check_search, tune_tir
+from .driver import PRUNER_STRATEGIES, ROUND_LOG, check_search, normalized_mod, tune_tir
 from .instrument import continues_batch
 from .reference import reference_latency
+from .resume import logged_rounds, workload_tag
 
 
 
@@ -219,9 +220,6 @@ def _pruner_only(strategy: str, first_round: bool, cost_model: Optional[str], wa
 
 def _partial_run(workload, work_dir: str) -> dict:
     """The finished rounds of a run cut before its last (its round log), as a run's entry."""
-    from .driver import ROUND_LOG, normalized_mod
-    from .resume import logged_rounds, workload_tag
-
     curve = _curve(logged_rounds(os.path.join(work_dir, ROUND_LOG), workload_tag(normalized_mod(workload.prim_func()))))
     bests = [p["best_latency_s"] for p in curve if p["best_latency_s"]]
     return {"work_dir": work_dir, "best_latency_s": min(bests) if bests else None, "curve": curve}
@@ -374,10 +372,10 @@ def _round_lines(report: dict) -> List[str]:
 
 def plot(report: dict, path: str) -> Optional[str]:
     try:
-        import matplotlib
+        import matplotlib  # lazy: the optional `plot` extra
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # lazy: (the same)
     except ImportError:
         return None
     specs = [spec for spec, entry in report["workloads"].items() if entry["runs"]]

@@ -4,13 +4,27 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
+import logging
 import os
 import time
 from typing import List, Optional, Sequence
 
-from ..errors import UserError, require_positive, require_seed
+from tqdm import tqdm
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
+
+from ..analysis import StaticAnalyzer
+from ..builder import close_builder, make_builder, make_runner, start_builder_workers
+from ..cost_model import PSACostModel
+from ..cost_model.pacm import MOA_MOMENTUM, PaCM, pretrained_momentum
 from ..database.records import best_record, mean_latency, open_database, records_for, workload_flops
+from ..errors import UserError, require_positive, require_seed
+from ..search import FirstRoundConfig, PrunerSearch
+from ..space import tuning_space
 from .fleet import Tracker, make_fleet_runner
+from .instrument import ProgressCallback, RoundClock, TimedBuilder, TimedRunner, batch_seconds
+from .interrupt import graceful_interrupts, stop_unless_time_for
 from .resume import resume_point, warmed_cost_model, workload_tag
 
 STRATEGIES = ("stock", "pruner", "moa", "replay")
@@ -82,7 +96,6 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
     model = _cost_model(strategy, target, pretrained, cost_model, seed or 0)
     if strategy == "stock":
         return "evolutionary", model
-    from ..search import FirstRoundConfig, PrunerSearch
 
     return PrunerSearch(first_round=FirstRoundConfig() if first_round else None, seed=seed or 0,
                         warm_start=warm_start), model
@@ -91,12 +104,7 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
 def _cost_model(strategy: str, target, pretrained: Optional[str], cost_model: Optional[str], seed: int):
     """The model a strategy tunes with: the analyzer alone for ``analyzer``; stock's XGB unless PaCM
     is asked for (a pretrained file starts it MoA-style); PaCM for Pruner (MoA-adapted for ``moa``)."""
-    from ..cost_model.pacm import MOA_MOMENTUM, PaCM, pretrained_momentum
-
     if cost_model == "analyzer":
-        from ..analysis import StaticAnalyzer
-        from ..cost_model import PSACostModel
-
         return PSACostModel(StaticAnalyzer.for_target(target))
     if strategy == "stock":
         if cost_model == "pacm" or pretrained:
@@ -113,10 +121,6 @@ def import_model_dependencies(model) -> None:
     imports xgboost. Imports are process start-up, which the round clock leaves out for every
     strategy alike, not round 0's work (docs/search.md).
     """
-    import importlib
-
-    from ..cost_model import PaCM
-
     modules = []
     if isinstance(model, str):
         modules = ["xgboost"] if model == "xgb" else []
@@ -135,8 +139,6 @@ def metaschedule_logging_guard():
     unnamed or foreign one (pytest's capture handler, a user's handler) crashes it. They are put
     back afterwards.
     """
-    import logging
-
     logger = logging.getLogger("tvm.s_tir.meta_schedule")
     foreign = [h for h in logger.handlers if not (h.get_name() or "").startswith("tvm.s_tir.meta_schedule")]
     for handler in foreign:
@@ -161,13 +163,6 @@ def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder
     before it too. The progress bar closes, the logging guard lifts and that builder's workers stop
     however the tuning call ends.
     """
-    from tqdm import tqdm
-    from tvm.s_tir import meta_schedule as ms
-
-    from ..builder import close_builder, make_builder, make_runner, start_builder_workers
-    from .instrument import ProgressCallback, RoundClock, TimedBuilder, TimedRunner
-    from .interrupt import graceful_interrupts
-
     import_model_dependencies(cost_model)
     # Builder and runner first: the runner starts a worker process to check its functions, our
     # builder its kept workers (seconds, the same for every strategy), process start-up like the
@@ -198,8 +193,6 @@ def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder
 
 def normalized_mod(mod):
     """The single-function IRModule MetaSchedule stores as the workload of a PrimFunc."""
-    from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
-
     return _normalize_mod(mod)
 
 
@@ -218,12 +211,6 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
     ``first_round=False``: Pruner without its first-round policy. ``rpc``: a tracker's ``HOST:PORT:KEY``
     whose servers measure (``""``: the ``TVM_TRACKER_*`` variables; fleet.py). ``warm_start``: work
     dirs whose records of other workloads of this operator kind lead Pruner's first round."""
-    from tvm.s_tir import meta_schedule as ms
-
-    from ..space import tuning_space
-    from .instrument import batch_seconds
-    from .interrupt import stop_unless_time_for
-
     require_positive("--trials", max_trials)
     require_positive("--per-iter", num_trials_per_iter)
     if search is None:

@@ -15,10 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
+import socket
+import subprocess
+import sys
 import time
 from typing import Optional
 
+from tvm import rpc
 from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.runner import PyRunner
 
 from ..errors import UserError
@@ -61,8 +67,6 @@ class Tracker:
 
     def servers(self) -> int:
         """How many servers the tracker holds for the key, busy or free."""
-        from tvm import rpc
-
         try:
             summary = rpc.connect_tracker(self.host, self.port).summary()
         except (OSError, RuntimeError) as err:
@@ -70,8 +74,6 @@ class Tracker:
         return sum(1 for server in summary.get("server_info", []) if server.get("key") == f"server:{self.key}")
 
     def rpc_config(self):
-        from tvm.s_tir import meta_schedule as ms
-
         return ms.runner.RPCConfig(tracker_host=self.host, tracker_port=self.port, tracker_key=self.key,
                                    session_priority=1, session_timeout_sec=SESSION_TIMEOUT_S)
 
@@ -146,8 +148,6 @@ def make_fleet_runner(tracker: Tracker, target, number: int = 3, repeat: int = 1
                       workers: Optional[int] = None):
     """A FleetRunner measuring on ``tracker``'s servers with the local runner's evaluator settings,
     once the servers' device was checked against ``target``; ``workers`` defaults to the servers."""
-    from tvm.s_tir import meta_schedule as ms
-
     servers = tracker.check_device(target)
     config = ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
                                        enable_cpu_cache_flush=False)
@@ -182,8 +182,6 @@ class LocalFleet:
         return server
 
     def kill(self, process) -> None:
-        import signal
-
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
 
@@ -205,9 +203,6 @@ class LocalFleet:
             return -1  # the tracker is not up yet
 
     def _start(self, name: str, module: str, *args):
-        import subprocess
-        import sys
-
         log = open(os.path.join(self.log_dir, f"{name}.log"), "w")  # pylint: disable=consider-using-with
         return subprocess.Popen([sys.executable, "-m", module, *args], stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -222,8 +217,6 @@ class LocalFleet:
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

@@ -19,7 +19,7 @@ def torch_operation(workload, inputs, device: str):
     (cuDNN's NHWC kernels on a GPU), the layout being tuned. torch computes in the input dtype
     (an fp16 GEMM gives fp16 out where the workload accumulates into fp32).
     """
-    import torch
+    import torch  # lazy: torch only for the reference operator
 
     gpu = device == "cuda"
     tensors = [torch.from_numpy(x).to(device) for x in inputs]
@@ -52,7 +52,7 @@ def torch_operation(workload, inputs, device: str):
 
 def reference_latency(workload, on_gpu: bool) -> Optional[dict]:
     """torch's time for the same operator (cuBLAS / cuDNN on a GPU, torch's CPU kernels otherwise)."""
-    import torch
+    import torch  # lazy: torch only for the reference operator
 
     device = "cuda" if on_gpu and torch.cuda.is_available() else "cpu"
     if device == "cpu" and workload.in_dtype == "float16":

@@ -11,8 +11,11 @@ import dataclasses
 import statistics
 from typing import List, Optional
 
+from tvm.s_tir import Schedule, meta_schedule as ms
+
+from ..builder import close_builder, make_builder, make_runner
+from ..database.records import is_valid, mean_latency, measure_candidate, open_database, records_for
 from ..errors import UserError, require_positive
-from ..database.records import is_valid, mean_latency, open_database, records_for
 
 
 @dataclasses.dataclass
@@ -40,12 +43,6 @@ def best_records(work_dir: str, target, top: int) -> List:
 
 def remeasure(records, target, builder="pruner", runner=None) -> List[Remeasured]:
     """Build and run ``records`` again on this machine (our builder, the tuning runner's settings)."""
-    from tvm.s_tir import Schedule
-    from tvm.s_tir import meta_schedule as ms
-
-    from ..builder import close_builder, make_builder, make_runner
-    from ..database.records import measure_candidate
-
     schedules = []
     for record in records:
         sch = Schedule(record.workload.mod)

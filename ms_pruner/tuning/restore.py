@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import tarfile
 from typing import Iterable, Tuple
 
+from ..database.records import RECORD_FILE
 from ..errors import UserError
 from .compare import read_report, summarize
-from ..database.records import RECORD_FILE
 
 
 def restore_comparison(report_path: str, archive_path: str, out_dir: str, settings: dict,
@@ -32,8 +33,6 @@ def restore_comparison(report_path: str, archive_path: str, out_dir: str, settin
     search, the runner) makes an old run a poor measure of the new one. The old run moves to the
     entry's ``superseded`` (its records stay unpacked), so compare.md still reports what it reached.
     """
-    import tarfile
-
     report = read_report(report_path, settings, "its runs cannot go on here")
     _supersede(report, rerun)
     if os.path.exists(os.path.join(out_dir, "compare.json")):

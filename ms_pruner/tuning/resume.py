@@ -21,7 +21,11 @@ import json
 import os
 from typing import List, Optional
 
+import tvm_ffi
+from tvm.s_tir import meta_schedule as ms
+
 from ..database.records import best_record, mean_latency, measured_batch, replay_record
+from ..threads import map_on_threads
 
 
 @dataclasses.dataclass
@@ -37,8 +41,6 @@ class ResumePoint:
 
 def workload_tag(mod) -> str:
     """A short name of a workload for the round log: one work dir may tune several."""
-    import tvm_ffi
-
     return f"{int(tvm_ffi.structural_hash(mod)) & ((1 << 64) - 1):016x}"
 
 
@@ -84,10 +86,6 @@ def warmed_cost_model(model, workload, target, records, num_threads: Optional[in
     failed runs go in as MetaSchedule stores them (1e10 s). Other names ("random") come back
     unchanged, having nothing to learn.
     """
-    from tvm.s_tir import meta_schedule as ms
-
-    from ..threads import map_on_threads
-
     if num_threads is None:
         num_threads = ms.utils.cpu_count(logical=False)
     if model == "xgb":

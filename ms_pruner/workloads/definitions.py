@@ -11,20 +11,18 @@ import dataclasses
 from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
+from tvm import te, topi
+from tvm.s_tir.meta_schedule.testing import te_workload
 
 # Each builder takes (dims tuple, in_dtype, out_dtype) and returns the TE tensors (inputs..., out).
 
 
 def _matmul(dims, in_dtype, out_dtype):
-    from tvm.s_tir.meta_schedule.testing import te_workload
-
     m, n, k = dims
     return list(te_workload.matmul(m, n, k, in_dtype=in_dtype, out_dtype=out_dtype))
 
 
 def _matmul_nt(dims, in_dtype, out_dtype):
-    from tvm import te
-
     m, n, k = dims
     a = te.placeholder((m, k), name="A", dtype=in_dtype)
     b = te.placeholder((n, k), name="B", dtype=in_dtype)
@@ -38,8 +36,6 @@ def _matmul_nt(dims, in_dtype, out_dtype):
 
 
 def _batch_matmul(dims, in_dtype, out_dtype):
-    from tvm import te
-
     batch, m, n, k = dims
     a = te.placeholder((batch, m, k), name="A", dtype=in_dtype)
     b = te.placeholder((batch, k, n), name="B", dtype=in_dtype)
@@ -53,8 +49,6 @@ def _batch_matmul(dims, in_dtype, out_dtype):
 
 
 def _dense_bias(dims, in_dtype, out_dtype, relu=False):
-    from tvm import te, topi
-
     m, n, k = dims
     a = te.placeholder((m, k), name="A", dtype=in_dtype)
     w = te.placeholder((n, k), name="W", dtype=in_dtype)
@@ -76,8 +70,6 @@ def _dense_bias_relu(dims, in_dtype, out_dtype):
 
 
 def _conv2d_nhwc(dims, in_dtype, out_dtype):
-    from tvm.s_tir.meta_schedule.testing import te_workload
-
     n, h, w, ci, co, ksize, stride, pad = dims
     return list(te_workload.conv2d_nhwc(n, h, w, ci, co, ksize, stride, pad, in_dtype=in_dtype, out_dtype=out_dtype))
 

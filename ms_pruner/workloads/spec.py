@@ -7,6 +7,7 @@ import re
 from typing import List, Sequence, Tuple
 
 import numpy as np
+from tvm import te
 
 from ..errors import UserError
 from .definitions import KINDS
@@ -49,8 +50,6 @@ class Workload:
 
     def prim_func(self):
         """The workload as a TensorIR PrimFunc (what ``ms.tune_tir`` takes)."""
-        from tvm import te
-
         return te.create_prim_func(self.te_tensors())
 
     def random_inputs(self, seed: int = 0) -> List[np.ndarray]:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Callable, Dict, Hashable, List, Optional
 
+from ...space import sketch_family
+
 
 def family_lookup(schedules: List) -> Callable:
     """The rule family (space.sketch_family) of each of ``schedules``, read once a schedule."""
-    from ...space import sketch_family
-
     families = {id(s): sketch_family(s.trace) for s in schedules}
     return lambda sch: families[id(sch)]
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 import itertools
 from typing import List, Optional, Tuple
 
-from ..droplet import (COOPERATIVE_FETCH, cooperative_fetch_decisions, decisions_but_operand_fetches,
-                       operand_fetch_decisions)
+from ...analysis import has_narrow_fetch
+from ..droplet import (
+    COOPERATIVE_FETCH, cooperative_fetch_decisions, decisions_but_operand_fetches, operand_fetch_decisions
+)
 
 # The trace-decision helpers live with the others in droplet.py; the climb and tests name them here.
 __all__ = ["COOPERATIVE_FETCH", "cooperative_fetch_decisions", "decisions_but_operand_fetches",
@@ -84,8 +86,6 @@ def widen_narrow_picks(picks: List, space, estimate, key_of, measured: set, rng,
     ``estimate(sch)`` is the analyzer's estimate, ``key_of(sch)`` the structural hash that
     ``measured`` holds for what was measured before; picks whose hash is in ``kept`` stay as they are.
     """
-    from ...analysis import has_narrow_fetch
-
     keys = {key_of(sch) for sch in picks}
     out, widened = [], 0
     for sch in picks:

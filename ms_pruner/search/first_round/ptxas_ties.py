@@ -16,6 +16,8 @@ import shutil
 import statistics
 from typing import Callable, Hashable, List, Optional, Tuple
 
+from ...builder.resources import cuda_source_resources, reporting_cuda_compile
+from ...builder.worker import cuda_sources
 from ...threads import map_on_threads
 
 # Registers under the ties' median a member must be to go first: the matmul's low cells are 8-30
@@ -34,9 +36,6 @@ def first_kernel_resources(mods: List, target, threads: int) -> List[Optional[ob
     None where it does not lower or compile. Lowered as the builder lowers, on ``threads`` threads;
     where code generation compiles by itself (a GPU machine) that compile gives the report, else
     the source is compiled here."""
-    from ...builder.resources import cuda_source_resources, reporting_cuda_compile
-    from ...builder.worker import cuda_sources
-
     arch, reports = str(target.arch), {}
 
     def one(mod):

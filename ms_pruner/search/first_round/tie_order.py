@@ -11,6 +11,11 @@ from __future__ import annotations
 import time
 from typing import Dict, List
 
+from ...analysis import operand_fetch_bytes
+from .arrangement import fragment_arrangement
+from .geometry import spread_variants
+from .ptxas_ties import can_compile, first_kernel_resources, order_ties_by_registers
+
 
 class TieOrder:
     """``compose_batch``'s ``spread`` for one strategy: the turns, then ptxas's order of the
@@ -18,8 +23,6 @@ class TieOrder:
     hash); ``stats`` holds the last batch's compiles for the round log."""
 
     def __init__(self, facts, target, threads: int, band: float, ptxas_ties: int):
-        from .ptxas_ties import can_compile
-
         self.facts = facts
         self.target = target
         self.threads = threads
@@ -29,11 +32,6 @@ class TieOrder:
         self.stats: Dict[str, float] = {}
 
     def __call__(self, ranked: List) -> List:
-        from ...analysis import operand_fetch_bytes
-        from .arrangement import fragment_arrangement
-        from .geometry import spread_variants
-        from .ptxas_ties import order_ties_by_registers
-
         if self.band <= 0:
             return ranked
         facts = self.facts
@@ -52,8 +50,6 @@ class TieOrder:
         return spread
 
     def _reports(self, schedules: List) -> List:
-        from .ptxas_ties import first_kernel_resources
-
         start = time.perf_counter()
         missing = {self.facts.key(s): s for s in schedules if self.facts.key(s) not in self.reports}
         self.reports.update(zip(missing, first_kernel_resources([s.mod for s in missing.values()], self.target,
