@@ -31,6 +31,8 @@
 #   bash scripts/gpu_session.sh ablate-first-round  # the suite with Pruner --no-first-round -> compare_no_first_round
 #   bash scripts/gpu_session.sh ablate-verify     # the suite with Pruner --cost-model analyzer -> compare_analyzer_verify
 #                                                 #   (the mma-* comparisons go to $KEEP/compare_all)
+#   bash scripts/gpu_session.sh transfer-cold     # stock and Pruner, 64 trials, on two other matmul and two other conv2d shapes
+#   bash scripts/gpu_session.sh transfer-warm     # Pruner on them with --warm-start from h100/work.tgz's runs
 #
 #   DEADLINE=$(( $(date +%s) + 570 )) bash scripts/gpu_session.sh queue matmul-stock matmul-pruner ...
 #       runs the steps in order until DEADLINE (epoch seconds), each under the time left, so one call
@@ -62,6 +64,10 @@ COMPARE_DIR=${COMPARE_DIR:-compare}
 MM16=${MM16:-matmul:4096x4096x4096:float16:float16}
 FFN=${FFN:-dense_bias:2048x3072x768:float16:float32}
 SUITE_TRIALS=${SUITE_TRIALS:-128}
+# Transfer-tuning: other shapes of the two operators committed in docs/results/h100/work.tgz (BERT-base
+# FFN GEMMs as plain matmuls; ResNet-50 stages 2 and 3), warm-started from those runs' databases.
+TRANSFER=${TRANSFER:-matmul:2048x3072x768:float16:float32 matmul:2048x768x3072:float16:float32 \
+conv2d_nhwc:16x28x28x128x128k3s1p1:float16:float32 conv2d_nhwc:16x14x14x256x256k3s1p1:float16:float32}
 EXTRA=${EXTRA:-}  # more compare options (the ablations' switches)
 mkdir -p "$KEEP" "$OUT"
 
@@ -180,6 +186,12 @@ models() {
                 *) SPACE=auto TRIALS=$SUITE_TRIALS COMPARE_DIR=compare_analyzer_verify \
                     EXTRA="--cost-model analyzer" compare "$suite" pruner ;;
             esac ;;
+        transfer-cold) SPACE=wmma TRIALS=64 COMPARE_DIR=compare_transfer_cold compare "$TRANSFER" stock,pruner ;;
+        transfer-warm)
+            mkdir -p "$KEEP/transfer_sources" && tar xzf docs/results/h100/work.tgz -C "$KEEP/transfer_sources"
+            sources=$(find "$KEEP/transfer_sources" -name database_tuning_record.json -exec dirname {} \; | sort | tr '\n' ' ')
+            SPACE=wmma TRIALS=64 COMPARE_DIR=compare_transfer_warm EXTRA="--warm-start $sources" \
+                compare "$TRANSFER" pruner ;;
         models-stock) models stock ;;
         models-pruner)
             models pruner

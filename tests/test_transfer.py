@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import H100_MM4096, REPO_ROOT, needs_h100_data, needs_nvcc
 from ms_pruner.cli import main
 from ms_pruner.database.transfer import operator_signature, refactor
 from ms_pruner.workloads import parse_workload
@@ -43,7 +43,7 @@ def test_the_operator_signature_tells_kinds_apart_not_shapes():
     ("conv2d_nhwc_1x14x14x32x32k3s1p1_float32_float32", "conv2d_nhwc:1x28x28x32x64k3s1p1:float32:float32"),
 ])
 def test_tuned_traces_adapt_to_another_shape_and_replay_valid(source, new):
-    from ms_pruner.database.transfer import adapting_provider, source_records
+    from ms_pruner.database.transfer import adapting_provider, on_new_sketch, source_records
     from ms_pruner.hardware import llvm_target
     from ms_pruner.search import DesignSpace
     from ms_pruner.search.space import PerSchedule
@@ -51,7 +51,8 @@ def test_tuned_traces_adapt_to_another_shape_and_replay_valid(source, new):
     space = DesignSpace(parse_workload(new).prim_func(), llvm_target())
     records = source_records([os.path.join(TUNED, source)], space.mod, llvm_target(), per_workload=8)
     assert len(records) == 8 and records[0].latency_s <= records[-1].latency_s
-    adapted = [space.replay(r.trace, 1, decision_provider=PerSchedule(adapting_provider)) for r in records]
+    adapted = [space.replay(on_new_sketch(r.trace, space.sketches), 1, decision_provider=PerSchedule(adapting_provider))
+               for r in records]
     assert all(sch is not None for sch in adapted)
     for record, sch in zip(records, adapted):  # each split re-factored from the tuned one, the rest kept
         tuned, new = (_decisions(trace) for trace in (record.trace, sch.trace))
@@ -115,3 +116,60 @@ def test_db_merge_keeps_each_records_target_and_says_so_and_best_keeps_one_a_wor
     assert "C(4096x4096:float16, 4096x4096:float16, 4096x4096:float32) on cuda sm_90a: 1 records (1 valid)" in out
     assert main(["db", "merge", str(tmp_path / "none"), "--out", str(tmp_path / "never")]) == 2
     assert "no MetaSchedule database" in capsys.readouterr().err and not (tmp_path / "never").exists()
+
+
+@needs_h100_data
+@pytest.mark.slow
+def test_a_record_seeds_only_the_rule_family_it_was_tuned_in():
+    """The shared H100 database's WMMA records adapt to another fp16 GEMM on the WMMA space, and are
+    left out of an mma-only run of it (round log: ``warm_other_family``), not measured there."""
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.candidates import CandidateFacts
+    from ms_pruner.search.warm_start import WarmStart
+    from ms_pruner.space import sketch_family, tuning_space
+
+    mod = parse_workload("matmul:2048x2048x1024:float16:float32").prim_func()
+    stats = {}
+    for choice in ("wmma", "mma"):
+        _, target, generator = tuning_space(choice, mod, get_gpu_spec("h100").target())
+        space = DesignSpace(mod, target, space=generator)
+        warm = WarmStart([H100_MM4096], per_workload=4)
+        warm.prepare(space, CandidateFacts(StaticAnalyzer.for_target(target)), seed=0)
+        stats[choice] = dict(warm.stats, families={sketch_family(sch.trace) for sch, _ in warm.ranked})
+    assert stats["wmma"]["warm_adapted"] == 4 and stats["wmma"]["warm_other_family"] == 0
+    assert stats["wmma"]["warm_valid"] >= 1 and stats["wmma"]["families"] == {"wmma"}
+    assert stats["mma"] == {"warm_adapted": 0, "warm_valid": 0, "warm_other_family": 4, "families": set()}
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_tensor_core_conv2d_records_adapt_to_another_resnet_stage_and_build(h100_runs):
+    """A tensor-core conv2d trace carries im2col layout transforms written for its own shapes, so it
+    does not replay on another stage as it is; moved onto the new workload's sketch built the same
+    way (on_new_sketch), the committed H100 run's best records adapt, replay valid and build."""
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+    from ms_pruner.builder import close_builder, make_builder
+    from ms_pruner.database.transfer import adapting_provider, on_new_sketch, source_records
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.space import PerSchedule
+    from ms_pruner.space import tuning_space
+
+    mod = parse_workload("conv2d_nhwc:16x28x28x128x128k3s1p1:float16:float32").prim_func()
+    _, target, generator = tuning_space("wmma", mod, get_gpu_spec("h100").target())
+    space = DesignSpace(mod, target, space=generator)
+    records = source_records([h100_runs("conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32", "pruner")],
+                             space.mod, target, per_workload=4)
+    provider = PerSchedule(adapting_provider)
+    assert [space.replay(r.trace, 1, decision_provider=provider) for r in records] == [None] * 4
+    adapted = [space.replay(on_new_sketch(r.trace, space.sketches), 1, decision_provider=provider) for r in records]
+    assert all(sch is not None for sch in adapted)
+    builder = make_builder("pruner", max_workers=2)
+    try:
+        built = builder.build([BuilderInput(sch.mod, target) for sch in adapted])
+    finally:
+        close_builder(builder)
+    assert [b.error_msg for b in built] == [None] * 4

@@ -4,7 +4,9 @@ MetaSchedule reuses a record only for the very same workload (structural hash). 
 for one GEMM or convolution is a good start for another of the same kind and other shapes (Gibson &
 Cano, PACT'22): its trace replays on the new workload once each tile split is re-factored to the
 new loop extents; the other decisions (unroll depths, vector widths, compute locations) are kept,
-and a trace that no longer applies or fails the postprocessors is dropped.
+and a trace that no longer applies or fails the postprocessors is dropped. A trace whose layout
+transforms are written for its own shapes (a tensor-core conv2d's im2col index maps) is first moved
+onto the new workload's sketch that was built the same way (``on_new_sketch``).
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from typing import Callable, List, Sequence, Tuple
 
 import tvm
 from tvm.s_tir import Schedule
+from tvm.s_tir.schedule import Trace
 
 from ..errors import UserError
 from .records import group_by_workload, is_valid, mean_latency, open_database, structural_key
 
 TILE_SAMPLES = ("SamplePerfectTile", "SamplePartitionedTile")
+SHAPE_BOUND = ("TransformLayout", "TransformBlockLayout")  # their index maps name the tuned extents
 
 
 def operator_signature(mod) -> Tuple:
@@ -72,6 +76,24 @@ def adapting_provider(sch) -> Callable:
         return decision
 
     return provide
+
+
+def _construction(trace) -> List[Tuple[str, str]]:
+    """Each instruction's kind and attributes, the shape-bound index maps left out."""
+    return [(inst.kind.name, "" if inst.kind.name in SHAPE_BOUND else str(inst.attrs)) for inst in trace.insts]
+
+
+def on_new_sketch(trace, sketches):
+    """``trace``'s decisions on the one of ``sketches`` (the new workload's) built the same way: the
+    same instructions with the same attributes, layout transforms aside, which the sketch writes for
+    the new shapes. ``trace`` itself where no sketch is built so (it may still replay)."""
+    source = trace.simplified(remove_postproc=True)
+    built = _construction(source)
+    sketch = next((s for s in sketches if _construction(s) == built), None)
+    if sketch is None:
+        return trace
+    decisions = {new: source.decisions[old] for old, new in zip(source.insts, sketch.insts) if old in source.decisions}
+    return Trace(sketch.insts, decisions)
 
 
 def same_kind_of_target(left, right) -> bool:

@@ -4,7 +4,9 @@
 fastest records of every other workload of the same operator kind and kind of target in those
 databases (database/transfer.py), replays each on this workload's space with its tile splits
 re-factored to the new extents, and ranks the valid ones by the analyzer. The cold round's batch
-then takes the best of them first, up to ``share`` of it; the usual draft fills the rest.
+then takes the best of them first, up to ``share`` of it; the usual draft fills the rest. A record
+seeds the tensor-core rule family it was tuned in (space.sketch_family), and only where the space
+searched has that family: a WMMA record does not enter a ``--space mma`` run.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import math
 import random
 from typing import List, Sequence
 
-from ..database.transfer import adapting_provider, source_records
+from ..database.transfer import adapting_provider, on_new_sketch, source_records
+from ..space import sketch_family
 from .space import PerSchedule
 
 
@@ -29,15 +32,18 @@ class WarmStart:
 
     def prepare(self, space, facts, seed: int) -> None:
         """Adapt and replay the source records on ``space``, ranked by ``facts``' estimates."""
-        sources = source_records(self.paths, space.mod, space.target, self.per_workload)
+        found = source_records(self.paths, space.mod, space.target, self.per_workload)
+        families = {sketch_family(sketch) for sketch in space.sketches}
+        sources = [source for source in found if sketch_family(source.trace) in families]
         rng = random.Random(seed)
         provider = PerSchedule(adapting_provider)
         replayed = space.on_threads(lambda trace, s: space.replay(trace, s, decision_provider=provider),
-                                    [source.trace for source in sources],
+                                    [on_new_sketch(source.trace, space.sketches) for source in sources],
                                     [rng.randrange(1, 1 << 30) for _ in sources])
         valid = [(sch, source.source) for sch, source in zip(replayed, sources) if sch is not None]
         self.ranked = sorted(valid, key=lambda entry: facts.estimate(entry[0]).latency_s)
-        self.stats = {"warm_adapted": len(sources), "warm_valid": len(valid)}
+        self.stats = {"warm_adapted": len(sources), "warm_valid": len(valid),
+                      "warm_other_family": len(found) - len(sources)}
 
     def first_picks(self, picks: List, batch: int, key_of, measured: set, stats) -> List:
         """``picks`` led by the best adapted schedules not measured yet (at most ``share`` of
