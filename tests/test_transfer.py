@@ -98,6 +98,9 @@ def test_a_warm_start_refuses_what_it_cannot_use_in_one_line(tmp_path, capsys):
     assert main(["tune", spec, "--target", "llvm", "--strategy", "stock", "--warm-start", TUNED,
                  "--work-dir", str(tmp_path / "wd")]) == 2
     assert "--warm-start leads Pruner's first round; --strategy stock has none" in capsys.readouterr().err
+    assert main(["tune", "conv2d_nhwc:1x7x7x16x16k3s1p1:float32:float32", "--target", "llvm", "--warm-start",
+                 os.path.join(TUNED, "matmul_128x128x128_float32_float32"), "--work-dir", str(tmp_path / "wd")]) == 2
+    assert "--warm-start: no record of this operator kind for this target in" in capsys.readouterr().err
     assert not (tmp_path / "wd").exists()
 
 
@@ -173,3 +176,26 @@ def test_tensor_core_conv2d_records_adapt_to_another_resnet_stage_and_build(h100
     finally:
         close_builder(builder)
     assert [b.error_msg for b in built] == [None] * 4
+
+
+def test_a_task_without_a_source_starts_cold_and_only_no_source_at_all_is_refused():
+    """A model's tasks (tune-model --warm-start) share one list of databases: a task of an operator
+    kind none holds starts cold, and the call is refused in one line only when no task has a source."""
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.database.transfer import require_sources
+    from ms_pruner.errors import UserError
+    from ms_pruner.hardware import llvm_target
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.candidates import CandidateFacts
+    from ms_pruner.search.warm_start import WarmStart
+
+    source = [os.path.join(TUNED, "matmul_128x128x128_float32_float32")]
+    matmul, conv = (parse_workload(spec).prim_func() for spec in
+                    ("matmul:64x32x64:float32:float32", "conv2d_nhwc:1x7x7x16x16k3s1p1:float32:float32"))
+    require_sources(source, [conv, matmul], llvm_target())
+    with pytest.raises(UserError, match="no record of this operator kind for this target"):
+        require_sources(source, [conv], llvm_target())
+    space = DesignSpace(conv, llvm_target())
+    warm = WarmStart(source)
+    warm.prepare(space, CandidateFacts(StaticAnalyzer.for_target(llvm_target())), seed=0)
+    assert warm.ranked == [] and warm.stats == {"warm_adapted": 0, "warm_valid": 0, "warm_other_family": 0}

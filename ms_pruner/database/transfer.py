@@ -126,6 +126,11 @@ def source_records(paths: Sequence[str], mod, target, per_workload: int = 8) -> 
             records.sort(key=mean_latency)
             found += [SourceRecord(r.trace, f"{path}#{i}", mean_latency(r))
                       for i, r in enumerate(records[:per_workload])]
-    if not found and paths:
-        raise UserError(f"--warm-start: no record of this operator kind for this target in {', '.join(paths)}")
     return sorted(found, key=lambda s: s.latency_s)
+
+
+def require_sources(paths: Sequence[str], mods: Sequence, target) -> None:
+    """One line, before tuning, when no workload of ``mods`` (a workload, or a model's tasks) has a
+    record of its operator kind for this kind of target in ``paths``; a task without one starts cold."""
+    if paths and not any(source_records(paths, mod, target, per_workload=1) for mod in mods):
+        raise UserError(f"--warm-start: no record of this operator kind for this target in {', '.join(paths)}")

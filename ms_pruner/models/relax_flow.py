@@ -17,6 +17,7 @@ from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
 from ..database.records import open_database
+from ..database.transfer import require_sources
 from ..errors import UserError, require_positive
 from ..hardware import resolve_target
 from ..intrinsics import register_tensor_intrinsics
@@ -91,6 +92,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     if not tasks:
         raise UserError("the model has no tunable operators")
     _, target, generator = tuning_space(space, [task.dispatched[0] for task in tasks], target)
+    require_sources(warm_start, [task.dispatched[0] for task in tasks], target)
     if rpc is not None and runner is None:
         runner = make_fleet_runner(Tracker.parse(rpc), target)
     os.makedirs(work_dir, exist_ok=True)

@@ -19,6 +19,7 @@ from ..builder import close_builder, make_builder, make_runner, start_builder_wo
 from ..cost_model import PSACostModel
 from ..cost_model.pacm import MOA_MOMENTUM, PaCM, pretrained_momentum
 from ..database.records import best_record, mean_latency, open_database, records_for, workload_flops
+from ..database.transfer import require_sources
 from ..errors import UserError, require_positive, require_seed
 from ..search import FirstRoundConfig, PrunerSearch
 from ..space import tuning_space
@@ -219,6 +220,7 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
         require_seed(seed)
     workload = normalized_mod(mod)
     resolved, target, generator = tuning_space(space, workload, target)
+    require_sources(warm_start, [workload], target)
     if rpc is not None and runner is None:
         runner = make_fleet_runner(Tracker.parse(rpc), target)
     os.makedirs(work_dir, exist_ok=True)
