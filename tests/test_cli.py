@@ -59,7 +59,7 @@ def test_tune_then_rerun_keeps_records(tmp_path, capsys):
     assert len({r["workload"] for r in resumed["rounds"]}) == 1
 
     # The best records, built and run again here, measure about what they were recorded at.
-    assert main(["remeasure", "--db", work_dir, "--target", "llvm", "--top", "2", "--json"]) == 0
+    assert main(["remeasure", "--db", work_dir, "--target", "llvm", "--top", "2", "--repeat", "3", "--json"]) == 0
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["work_dirs"][work_dir]
     recorded = [r["recorded_s"] for r in again["records"]]
     assert recorded == sorted(recorded)
@@ -107,6 +107,9 @@ def test_bad_input_is_one_line(capsys, tmp_path):
     assert "no MetaSchedule database" in capsys.readouterr().err
     assert main(["remeasure", "--target", "llvm"]) == 2
     assert "remeasure needs --db WORK_DIR or --compare OUT_DIR" in capsys.readouterr().err
+    tuned = os.path.join(REPO_ROOT, "tests", "data", "cpu_pruner_seed0", "matmul_128x128x128_float32_float32")
+    assert main(["remeasure", "--db", tuned, "--target", "llvm", "--repeat", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "ms-pruner: error: --repeat must be positive, got 0"
 
 
 def test_a_round_size_below_one_is_refused_before_anything_is_written(capsys, tmp_path):

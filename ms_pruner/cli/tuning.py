@@ -50,6 +50,8 @@ def add_tuning_commands(sub) -> None:
     again.add_argument("--target", default="auto")
     again.add_argument("--gpu", default=None)
     again.add_argument("--builder", default="pruner")
+    again.add_argument("--repeat", type=int, default=1,
+                       help="run the built kernels this many times in turn, each keeping its median")
     again.add_argument("--json", action="store_true", help="print the result as one JSON object")
     again.set_defaults(func=cmd_remeasure)
     show = sub.add_parser("show", help="print the best record of each workload in a work dir")
@@ -179,7 +181,7 @@ def cmd_remeasure(args) -> int:
     report = {"target": str(choice.target), "work_dirs": {}}
     for work_dir in work_dirs:
         records = best_records(work_dir, choice.target, args.top)
-        again = remeasure(records, choice.target, builder=args.builder)
+        again = remeasure(records, choice.target, builder=args.builder, repeats=args.repeat)
         report["work_dirs"][work_dir] = {"records": [dataclasses.asdict(r) for r in again], "summary": summary(again)}
         if not args.json:
             print(f"{work_dir}: its {len(again)} best records measured again here")

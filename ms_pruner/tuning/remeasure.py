@@ -41,8 +41,11 @@ def best_records(work_dir: str, target, top: int) -> List:
     return sorted(records, key=mean_latency)[:top]
 
 
-def remeasure(records, target, builder="pruner", runner=None) -> List[Remeasured]:
-    """Build and run ``records`` again on this machine (our builder, the tuning runner's settings)."""
+def remeasure(records, target, builder="pruner", runner=None, repeats: int = 1) -> List[Remeasured]:
+    """Build and run ``records`` again on this machine (our builder, the tuning runner's settings);
+    with ``repeats``, the built kernels run that many times in turn and each keeps its median, for a
+    machine whose timings drift between runs."""
+    require_positive("--repeat", repeats)
     schedules = []
     for record in records:
         sch = Schedule(record.workload.mod)
@@ -59,17 +62,24 @@ def remeasure(records, target, builder="pruner", runner=None) -> List[Remeasured
     device = "cuda" if target.kind.name == "cuda" else "cpu"  # ms_pruner tunes for CUDA and llvm
     inputs = [ms.runner.RunnerInput(str(b.artifact_path), device, measure_candidate(s).args_info)
               for b, s in zip(built, schedules) if not b.error_msg]
-    results = iter([future.result() for future in runner.run(inputs)] if inputs else [])
+    runs = [[future.result() for future in runner.run(inputs)] if inputs else [] for _ in range(repeats)]
+    ran = iter(list(zip(*runs)))
     remeasured = []
     for rank, (record, result) in enumerate(zip(records, built)):
         if result.error_msg:
             remeasured.append(Remeasured(rank, mean_latency(record), None, _first_line(result.error_msg)))
             continue
-        ran = next(results)
-        seconds = [float(s) for s in ran.run_secs] if ran.run_secs and not ran.error_msg else []
-        remeasured.append(Remeasured(rank, mean_latency(record), sum(seconds) / len(seconds) if seconds else None,
-                                     _first_line(ran.error_msg) if ran.error_msg else None))
+        results = next(ran)
+        measured = [t for t in (_mean_seconds(r) for r in results) if t is not None]
+        error = next((_first_line(r.error_msg) for r in results if r.error_msg), "no time") if not measured else None
+        remeasured.append(Remeasured(rank, mean_latency(record), statistics.median(measured) if measured else None,
+                                     error))
     return remeasured
+
+
+def _mean_seconds(result) -> Optional[float]:
+    seconds = [float(s) for s in result.run_secs] if result.run_secs and not result.error_msg else []
+    return sum(seconds) / len(seconds) if seconds else None
 
 
 def summary(remeasured: List[Remeasured]) -> dict:
