@@ -20,9 +20,8 @@ from typing import Optional, Sequence
 import tvm_ffi
 from tvm.sym import Analyzer, IntervalSet
 
-from .access import (
-    WarpAccess, _int, predicate_ratio, scalar_requests, scalarized_vector_loop, vector_loops, warp_access
-)
+from .access import (WarpAccess, _int, predicate_ratio, scalar_requests, scalarized_vector_loop, vector_loops,
+                     warp_access)
 from .index_cost import address_divisions
 from .memory import BoundedMemory
 

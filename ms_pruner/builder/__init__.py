@@ -23,10 +23,8 @@ from .cuda_compile import compile_with_nvcc, cuda_compile_scope, cuda_runtime_lo
 from .pool import KeptPoolBuilder
 from .resources import KernelResources, candidate_resources, cuda_source_resources, parse_ptxas_report
 from .runner_args import cached_alloc_argument, forget_cached_arguments
-from .worker import (
-    COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, cuda_sources, export_candidate,
-    lower_candidate
-)
+from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, cuda_sources,
+                     export_candidate, lower_candidate)
 
 BUILDER_KINDS = ("pruner", "stock")
 

@@ -13,9 +13,8 @@ from typing import Dict, List, Sequence
 from tvm.s_tir import meta_schedule as ms
 
 from ..errors import UserError
-from .records import (
-    best_record, group_by_workload, is_valid, mean_latency, open_database, records_in_file_order, structural_key
-)
+from .records import (best_record, group_by_workload, is_valid, mean_latency, open_database, records_in_file_order,
+                      structural_key)
 from .transfer import operator_signature
 
 
@@ -33,7 +32,6 @@ class WorkloadSummary:
 def _workload_name(mod) -> str:
     func = next(iter(mod.functions.values()))
     params = ", ".join(f"{'x'.join(str(int(d)) for d in p.shape)}:{p.dtype}" for p in func.params)
-
     blocks = "+".join(name for name, _, _ in operator_signature(mod)[0])
     return f"{blocks}({params})"
 

@@ -14,9 +14,8 @@ import itertools
 from typing import List, Optional, Tuple
 
 from ...analysis import has_narrow_fetch
-from ..droplet import (
-    COOPERATIVE_FETCH, cooperative_fetch_decisions, decisions_but_operand_fetches, operand_fetch_decisions
-)
+from ..droplet import (COOPERATIVE_FETCH, cooperative_fetch_decisions, decisions_but_operand_fetches,
+                       operand_fetch_decisions)
 
 # The trace-decision helpers live with the others in droplet.py; the climb and tests name them here.
 __all__ = ["COOPERATIVE_FETCH", "cooperative_fetch_decisions", "decisions_but_operand_fetches",
