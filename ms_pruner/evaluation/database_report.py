@@ -62,6 +62,13 @@ def _record_json(record: RecordEstimate) -> dict:
     return row
 
 
+def record_from_json(row: dict) -> RecordEstimate:
+    """A record of ``DatabaseReport.as_json`` read back (its ptxas checks left out)."""
+    return RecordEstimate(predicted_s=row["predicted_s"], measured_s=row["measured_s"], valid=row["valid"], reason="",
+                          geometry=row.get("geometry"), fetch_bytes=row.get("fetch_bytes"),
+                          arrangement=row.get("arrangement"))
+
+
 @dataclasses.dataclass
 class GeometryGroup:
     """The records of one kernel geometry and one set of operand fetch widths (and, when grouped so,

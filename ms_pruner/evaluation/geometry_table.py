@@ -15,7 +15,7 @@ import os
 from typing import List, Optional
 
 from ..errors import UserError
-from .database_report import RecordEstimate, evaluate_database, group_by_geometry
+from .database_report import RecordEstimate, evaluate_database, group_by_geometry, record_from_json
 
 
 def load_estimates(source: str, gpu: Optional[str] = None) -> List[RecordEstimate]:
@@ -32,10 +32,7 @@ def load_estimates(source: str, gpu: Optional[str] = None) -> List[RecordEstimat
         raise UserError(f"cannot read '{source}' as JSON ({type(error).__name__})") from None
     if not isinstance(report, dict) or not isinstance(report.get("records"), list):
         raise UserError(f"'{source}' is not the output of 'ms-pruner analyze --json' (no records list)")
-    return [RecordEstimate(predicted_s=r["predicted_s"], measured_s=r["measured_s"], valid=r["valid"], reason="",
-                           geometry=r.get("geometry"), fetch_bytes=r.get("fetch_bytes"),
-                           arrangement=r.get("arrangement"))
-            for r in report["records"]]
+    return [record_from_json(row) for row in report["records"]]
 
 
 def _us(seconds: Optional[float]) -> str:

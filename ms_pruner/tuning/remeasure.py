@@ -63,7 +63,7 @@ def remeasure(records, target, builder="pruner", runner=None, repeats: int = 1) 
     inputs = [ms.runner.RunnerInput(str(b.artifact_path), device, measure_candidate(s).args_info)
               for b, s in zip(built, schedules) if not b.error_msg]
     runs = [[future.result() for future in runner.run(inputs)] if inputs else [] for _ in range(repeats)]
-    ran = iter(list(zip(*runs)))
+    ran = iter(zip(*runs))
     remeasured = []
     for rank, (record, result) in enumerate(zip(records, built)):
         if result.error_msg:
