@@ -12,6 +12,8 @@ onto the new workload's sketch that was built the same way (``on_new_sketch``).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 import re
 from typing import Callable, List, Sequence, Tuple
 
@@ -20,7 +22,7 @@ from tvm.s_tir import Schedule
 from tvm.s_tir.schedule import Trace
 
 from ..errors import UserError
-from .records import group_by_workload, is_valid, mean_latency, open_database, structural_key
+from .records import database_paths, group_by_workload, is_valid, mean_latency, open_database, structural_key
 
 TILE_SAMPLES = ("SamplePerfectTile", "SamplePartitionedTile")
 SHAPE_BOUND = ("TransformLayout", "TransformBlockLayout")  # their index maps name the tuned extents
@@ -111,6 +113,22 @@ class SourceRecord:
     latency_s: float
 
 
+def tuned_records(path: str) -> list:
+    """The valid records of the database at ``path`` (a missing or corrupt one is one UserError
+    line), read once a version of its record file: parsing costs ~14 ms a tensor-core record, and the
+    check before tuning, ``require_sources`` and every task's warm start read the same sources."""
+    record_file = database_paths(path)[1]
+    if not os.path.isfile(record_file):
+        open_database(path)  # names what is missing
+    stat = os.stat(record_file)
+    return _read_valid_records(os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _read_valid_records(path: str, _mtime_ns: int, _size: int) -> tuple:
+    return tuple(r for r in open_database(path).get_all_tuning_records() if is_valid(r))
+
+
 def source_records(paths: Sequence[str], mod, target, per_workload: int = 8) -> List[SourceRecord]:
     """The ``per_workload`` fastest valid records of each other workload in the databases at
     ``paths`` that has ``mod``'s operator kind and was tuned for ``target``'s kind of target, best
@@ -118,8 +136,7 @@ def source_records(paths: Sequence[str], mod, target, per_workload: int = 8) -> 
     wanted, own = operator_signature(mod), structural_key(mod)
     found: List[SourceRecord] = []
     for path in paths:
-        usable = [r for r in open_database(path).get_all_tuning_records()
-                  if is_valid(r) and same_kind_of_target(r.target, target)]
+        usable = [r for r in tuned_records(path) if same_kind_of_target(r.target, target)]
         for key, records in group_by_workload(usable).items():
             if key == own or operator_signature(records[0].workload.mod) != wanted:
                 continue

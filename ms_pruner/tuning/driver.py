@@ -19,7 +19,7 @@ from ..builder import close_builder, make_builder, make_runner, start_builder_wo
 from ..cost_model import PSACostModel
 from ..cost_model.pacm import MOA_MOMENTUM, PaCM, pretrained_momentum
 from ..database.records import best_record, mean_latency, open_database, records_for, workload_flops
-from ..database.transfer import require_sources
+from ..database.transfer import require_sources, tuned_records
 from ..errors import UserError, require_positive, require_seed
 from ..search import FirstRoundConfig, PrunerSearch
 from ..space import tuning_space
@@ -75,7 +75,7 @@ def check_search(strategy: str, pretrained: Optional[str] = None, seed: Optional
     if warm_start and strategy not in PRUNER_STRATEGIES:
         raise UserError(f"--warm-start leads Pruner's first round; --strategy {strategy} has none")
     for path in warm_start:
-        open_database(path)  # a missing or corrupt database is one line now, not inside the search
+        tuned_records(path)  # a missing or corrupt database is one line now, not inside the search
 
 
 def search_components(strategy: str, target, pretrained: Optional[str] = None, seed: Optional[int] = None,
