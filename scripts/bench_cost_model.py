@@ -12,6 +12,9 @@ Writes, under --out-dir:
 - transfer.json.gz / .md: leave one workload out: PaCM pretrained (``ms-pruner train``) on the other
   workload's runs, then started from that file on each run of the held-out one (trees: the gate's
   warm start; transformer: MoA), beside the cold PaCM;
+- cross_gpu.json.gz / .md: the same with the H100 runs (every workload) as the source and each H200
+  run held out: a model pretrained on one GPU, adapted on another's records (MoA's setting; the H200
+  has the H100's SM, so this is a shift in memory system, not in architecture);
 - cost_model_bench.json: update with 2000 records, predict 2048 candidates, feature extraction.
 """
 
@@ -40,27 +43,56 @@ def workload_kind(name: str) -> str:
     return "conv2d" if "conv2d" in name else "matmul"
 
 
-def transfer(runs: list, names: dict, work: str, common: dict, out_dir: str) -> None:
-    from ms_pruner.evaluation.model_ranking import evaluate_runs, markdown_table
-    from ms_pruner.cost_model.offline import train_offline
+def gpu_of(path: str) -> str:
+    """The GPU folder a run sits under (docs/results/<gpu>/work.tgz, shared/data/<gpu>/)."""
+    parts = os.path.normpath(path).split(os.sep)
+    return next((part for part in parts if part in ("h100", "h200", "a100")), "unknown")
 
+
+def pretrained_rows(sources: list, targets: list, label: str, names: dict, work: str) -> tuple:
+    """PaCM cold beside PaCM started from a file ``ms-pruner train`` wrote on ``sources`` (trees: the
+    gate's warm start; transformer: MoA), on each of ``targets``: (rows, markdown tables)."""
+    from ms_pruner.cost_model.offline import train_offline
+    from ms_pruner.evaluation.model_ranking import evaluate_runs, markdown_table
+
+    rows, tables = [], []
+    for residual in ("trees", "transformer"):
+        model_file = os.path.join(work, f"{label.replace(' ', '_')}_{residual}.pt")
+        report = train_offline(sources, model_file, time_budget_s=120.0, residual=residual)
+        found = evaluate_runs(targets, ["pacm", "pretrained"], SEEDS, pretrained=model_file)
+        for row in found:
+            row["database"] = f"{names[row['database']]} ({residual} pretrained on {label})"
+            row["pretrained_on"] = [names[r] for r in sources]
+            row["pretraining"] = report
+        rows.extend(found)
+        tables.append(markdown_table(found, ["pacm", "pretrained"]))
+    return rows, tables
+
+
+def write_tables(out_dir: str, stem: str, common: dict, rows: list, tables: list) -> None:
+    write_json(os.path.join(out_dir, f"{stem}.json.gz"), dict(common, seeds=list(SEEDS), runs=rows))
+    with open(os.path.join(out_dir, f"{stem}.md"), "w", encoding="utf-8") as handle:
+        handle.write("\n\n".join(tables) + "\n")
+
+
+def transfer(runs: list, names: dict, work: str, common: dict, out_dir: str) -> None:
+    """Leave one workload out: pretrained on the other workload's runs."""
     rows, tables = [], []
     for held_out in ("conv2d", "matmul"):
         sources = [r for r in runs if workload_kind(names[r]) != held_out]
         targets = [r for r in runs if workload_kind(names[r]) == held_out]
-        for residual in ("trees", "transformer"):
-            model_file = os.path.join(work, f"without_{held_out}_{residual}.pt")
-            report = train_offline(sources, model_file, time_budget_s=120.0, residual=residual)
-            found = evaluate_runs(targets, ["pacm", "pretrained"], SEEDS, pretrained=model_file)
-            for row in found:
-                row["database"] = f"{names[row['database']]} ({residual} pretrained on the other workload)"
-                row["pretrained_on"] = [names[r] for r in sources]
-                row["pretraining"] = report
-            rows.extend(found)
-            tables.append(markdown_table(found, ["pacm", "pretrained"]))
-    write_json(os.path.join(out_dir, "transfer.json.gz"), dict(common, seeds=list(SEEDS), runs=rows))
-    with open(os.path.join(out_dir, "transfer.md"), "w", encoding="utf-8") as handle:
-        handle.write("\n\n".join(tables) + "\n")
+        found, markdown = pretrained_rows(sources, targets, "the other workload", names, work)
+        rows.extend(found)
+        tables.extend(markdown)
+    write_tables(out_dir, "transfer", common, rows, tables)
+
+
+def cross_gpu(runs: list, names: dict, work: str, common: dict, out_dir: str) -> None:
+    """Pretrained on every H100 run, evaluated on each H200 run."""
+    sources = [r for r in runs if gpu_of(r) == "h100"]
+    targets = [r for r in runs if gpu_of(r) == "h200"]
+    rows, tables = pretrained_rows(sources, targets, "the H100 runs", names, work)
+    write_tables(out_dir, "cross_gpu", common, rows, tables)
 
 
 def budgets():
@@ -101,7 +133,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out-dir", default="docs/results/cpu")
     parser.add_argument("--models", default="analyzer,pacm,pacm-transformer,xgb")
-    parser.add_argument("--skip", default="", help="comma list of parts to skip: table, rounds, transfer, budgets")
+    parser.add_argument("--skip", default="",
+                        help="comma list of parts to skip: table, rounds, transfer, cross_gpu, budgets")
     args = parser.parse_args()
     import torch
 
@@ -133,6 +166,8 @@ def main():
                 handle.write(by_round_table(ranks, round_models) + "\n")
         if "transfer" not in skip:
             transfer(runs, names, work, common, args.out_dir)
+        if "cross_gpu" not in skip:
+            cross_gpu(runs, names, work, common, args.out_dir)
     if "budgets" not in skip:
         timing = dict(common, **budgets())
         print(timing)
