@@ -33,6 +33,8 @@
 #                                                 #   (the mma-* comparisons go to $KEEP/compare_all)
 #   bash scripts/gpu_session.sh transfer-cold     # stock and Pruner, 64 trials, on two other matmul and two other conv2d shapes
 #   bash scripts/gpu_session.sh transfer-warm     # Pruner on them with --warm-start from h100/work.tgz's runs
+#   bash scripts/gpu_session.sh moa               # MoA on the matmul (`all` space, beside compare_all's runs), its
+#                                                 #   transformer pretrained on h100/work.tgz's runs (for an H200)
 #
 #   DEADLINE=$(( $(date +%s) + 570 )) bash scripts/gpu_session.sh queue matmul-stock matmul-pruner ...
 #       runs the steps in order until DEADLINE (epoch seconds), each under the time left, so one call
@@ -113,6 +115,10 @@ compare() {  # $1: workloads (space-separated, run in that order), $2: strategie
     done
     return "$status"
 }
+h100_runs() {  # the work dirs of docs/results/h100/work.tgz, unpacked once
+    [ -d "$KEEP/h100_runs" ] || { mkdir -p "$KEEP/h100_runs" && tar xzf docs/results/h100/work.tgz -C "$KEEP/h100_runs"; }
+    find "$KEEP/h100_runs" -name database_tuning_record.json -exec dirname {} \; | sort | tr '\n' ' '
+}
 models() {
     for model in ${MODELS:-bert-layer resnet-block}; do
         ms tune-model --model "$model" --target "$TARGET" --trials "$MODEL_TRIALS" --strategy "$1" --seed 0 \
@@ -188,10 +194,16 @@ models() {
             esac ;;
         transfer-cold) SPACE=wmma TRIALS=64 COMPARE_DIR=compare_transfer_cold compare "$TRANSFER" stock,pruner ;;
         transfer-warm)
-            mkdir -p "$KEEP/transfer_sources" && tar xzf docs/results/h100/work.tgz -C "$KEEP/transfer_sources"
-            sources=$(find "$KEEP/transfer_sources" -name database_tuning_record.json -exec dirname {} \; | sort | tr '\n' ' ')
-            SPACE=wmma TRIALS=64 COMPARE_DIR=compare_transfer_warm EXTRA="--warm-start $sources" \
+            SPACE=wmma TRIALS=64 COMPARE_DIR=compare_transfer_warm EXTRA="--warm-start $(h100_runs)" \
                 compare "$TRANSFER" pruner ;;
+        moa)
+            # The model pretrained on one GPU's runs and adapted online on another's (docs/cost_model.md
+            # has the offline replay of it); compare.md then lists stock, pruner and moa side by side.
+            model="$KEEP/moa_h100.pt"
+            [ -s "$model" ] || { dbs=(); for dir in $(h100_runs); do dbs+=(--db "$dir"); done
+                timeout --foreground "$BUDGET" python3 -m ms_pruner train --residual transformer "${dbs[@]}" \
+                    --time-budget 120 --seed 0 --out "$model"; }
+            SPACE=all COMPARE_DIR=compare_all EXTRA="--pretrained $model" compare "$MM" moa ;;
         models-stock) models stock ;;
         models-pruner)
             models pruner
