@@ -33,6 +33,8 @@
 #                                                 #   (the mma-* comparisons go to $KEEP/compare_all)
 #   bash scripts/gpu_session.sh transfer-cold     # stock and Pruner, 64 trials, on two other matmul and two other conv2d shapes
 #   bash scripts/gpu_session.sh transfer-warm     # Pruner on them with --warm-start from h100/work.tgz's runs
+#   bash scripts/gpu_session.sh fleet             # one round of 64 of the matmul measured through a loopback RPC
+#                                                 #   tracker and server, then through the local runner
 #   bash scripts/gpu_session.sh moa               # MoA on the matmul (`all` space, beside compare_all's runs), its
 #                                                 #   transformer pretrained on h100/work.tgz's runs (for an H200)
 #
@@ -196,6 +198,22 @@ models() {
         transfer-warm)
             SPACE=wmma TRIALS=64 COMPARE_DIR=compare_transfer_warm EXTRA="--warm-start $(h100_runs)" \
                 compare "$TRANSFER" pruner ;;
+        fleet)
+            # --rpc on a GPU (docs/distributed.md): the same seeded round measured by a server on this GPU
+            # through a tracker, then by the local runner; `show` gives each best and the round's run seconds.
+            port=${FLEET_PORT:-9190}
+            python3 -m tvm.exec.rpc_tracker --host 127.0.0.1 --port "$port" --port-end $(( port + 10 )) \
+                > "$KEEP/fleet_tracker.log" 2>&1 &
+            tracker=$!; sleep 3
+            python3 -m tvm.exec.rpc_server --tracker "127.0.0.1:$port" --key gpu --host 127.0.0.1 \
+                --port $(( port + 20 )) --port-end $(( port + 70 )) > "$KEEP/fleet_server.log" 2>&1 &
+            server=$!; sleep 5
+            fleet_tune() { ms tune "$MM" --target "$TARGET" --trials 64 --per-iter 64 --seed 0 --space "$SPACE" \
+                --work-dir "$KEEP/fleet/$1" --no-progress "${@:2}"; }
+            fleet_tune rpc --rpc "127.0.0.1:$port:gpu"
+            kill "$server" "$tracker"
+            [ -e "$KEEP/out_of_time" ] || fleet_tune local
+            for run in rpc local; do python3 -m ms_pruner show --work-dir "$KEEP/fleet/$run"; done | tee "$KEEP/fleet.txt" ;;
         moa)
             # The model pretrained on one GPU's runs and adapted online on another's (docs/cost_model.md
             # has the offline replay of it); compare.md then lists stock, pruner and moa side by side.
