@@ -45,8 +45,10 @@ def workload_kind(name: str) -> str:
 
 def gpu_of(path: str) -> str:
     """The GPU folder a run sits under (docs/results/<gpu>/work.tgz, shared/data/<gpu>/)."""
+    from ms_pruner.hardware import GPUS
+
     parts = os.path.normpath(path).split(os.sep)
-    return next((part for part in parts if part in ("h100", "h200", "a100")), "unknown")
+    return next((part for part in parts if part in GPUS), "unknown")
 
 
 def pretrained_rows(sources: list, targets: list, label: str, names: dict, work: str) -> tuple:
