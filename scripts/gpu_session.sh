@@ -202,17 +202,22 @@ models() {
             # --rpc on a GPU (docs/distributed.md): a seeded round of 64 measured by a server on this GPU
             # through a tracker, then one by the local runner: each best in fleet.txt, each round's run
             # seconds in the session log. A rerun resumes (a finished run has its 64 records).
-            port=${FLEET_PORT:-9190}; started=$(date +%s)
-            python3 -m tvm.exec.rpc_tracker --host 127.0.0.1 --port "$port" --port-end $(( port + 10 )) \
-                > "$KEEP/fleet_tracker.log" 2>&1 &
-            tracker=$!; sleep 3
-            python3 -m tvm.exec.rpc_server --tracker "127.0.0.1:$port" --key gpu --host 127.0.0.1 \
-                --port $(( port + 20 )) --port-end $(( port + 70 )) > "$KEEP/fleet_server.log" 2>&1 &
-            server=$!; sleep 5
+            # LocalFleet starts the tracker and a server on free ports, waits until the server is
+            # registered, writes the tracker's port and holds both until it is sent SIGTERM.
+            started=$(date +%s); rm -f "$KEEP/fleet_port"; mkdir -p "$KEEP/fleet_logs"
+            python3 -c 'import signal, sys
+from ms_pruner.tuning.fleet import LocalFleet
+with LocalFleet(sys.argv[1], key="gpu") as fleet:
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    print(fleet.port, flush=True)
+    signal.sigwait({signal.SIGTERM})' "$KEEP/fleet_logs" > "$KEEP/fleet_port" &
+            holder=$!
+            while [ ! -s "$KEEP/fleet_port" ] && kill -0 "$holder" 2>/dev/null; do sleep 1; done
+            [ -s "$KEEP/fleet_port" ] || { echo "== fleet: no local tracker and server (logs in $KEEP/fleet_logs)"; exit 1; }
             fleet_tune() { ms tune "$MM" --target "$TARGET" --trials 64 --per-iter 64 --seed 0 --space "$SPACE" \
                 --work-dir "$KEEP/fleet/$1" --no-progress "${@:2}"; }
-            fleet_tune rpc --rpc "127.0.0.1:$port:gpu"
-            kill "$server" "$tracker"
+            fleet_tune rpc --rpc "127.0.0.1:$(cat "$KEEP/fleet_port"):gpu"
+            kill "$holder"; wait "$holder"
             BUDGET=$(( BUDGET - $(date +%s) + started ))
             if [ ! -e "$KEEP/out_of_time" ]; then
                 if [ "$BUDGET" -ge 120 ]; then fleet_tune local; else touch "$KEEP/out_of_time"; fi
