@@ -112,6 +112,52 @@ def test_bad_input_is_one_line(capsys, tmp_path):
     assert capsys.readouterr().err.strip() == "ms-pruner: error: --repeat must be positive, got 0"
 
 
+def _copy_tuned_run(tmp_path):
+    import shutil
+
+    work = tmp_path / "run"
+    shutil.copytree(os.path.join(REPO_ROOT, "tests", "data", "cpu_pruner_seed0", "matmul_128x128x128_float32_float32"),
+                    work)
+    return work
+
+
+def test_a_record_line_cut_short_by_a_kill_is_named_and_repair_keeps_every_whole_record(tmp_path, capsys):
+    work = _copy_tuned_run(tmp_path)
+    records = work / "database_tuning_record.json"
+    lines = records.read_text().splitlines(keepends=True)
+    records.write_text("".join(lines[:-1]) + lines[-1][:len(lines[-1]) // 2])
+    assert main(["show", "--work-dir", str(work)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"ms-pruner: error: corrupt MetaSchedule database in '{work}': database_tuning_record.json line 64 of 64: "
+        f"cut short or not JSON; 'ms-pruner db repair {work}' sets bad lines aside and keeps the rest")
+    assert main(["db", "repair", str(work)]) == 0
+    assert capsys.readouterr().out.strip() == (f"{work}: set 1 bad lines aside into {records}.bad; 63 records kept")
+    assert records.read_text() == "".join(lines[:-1])
+    assert (work / "database_tuning_record.json.bad").read_text() == lines[-1][:len(lines[-1]) // 2] + "\n"
+    assert len(open_database(str(work)).get_all_tuning_records()) == 63
+    assert main(["db", "repair", str(work)]) == 0
+    assert capsys.readouterr().out.strip() == f"{work}: every line reads; 63 records, nothing changed"
+
+
+def test_repair_sets_a_cut_last_workload_aside_and_refuses_to_renumber_workloads(tmp_path, capsys):
+    work = _copy_tuned_run(tmp_path)
+    workloads = work / "database_workload.json"
+    whole = workloads.read_text()
+    workloads.write_text(whole + whole[:40])
+    records = work / "database_tuning_record.json"
+    records.write_text(records.read_text() + '[1, ["cut off"]]\n')
+    assert main(["db", "repair", str(work)]) == 0
+    assert capsys.readouterr().out.strip() == (f"{work}: set 2 bad lines aside into {workloads}.bad, {records}.bad; "
+                                               "64 records kept")
+    assert workloads.read_text() == whole
+    workloads.write_text("{not json\n" + whole)
+    assert main(["db", "repair", str(work)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"ms-pruner: error: '{work}': database_workload.json line 1 is bad and whole workloads follow it; "
+        "setting it aside would renumber the workloads the records name")
+    assert workloads.read_text() == "{not json\n" + whole
+
+
 def test_a_round_size_below_one_is_refused_before_anything_is_written(capsys, tmp_path):
     """``--per-iter`` 0 or negative is one line, for tune and compare alike, and leaves no work dir
     or comparison behind (a comparison's settings, once written, bind the later calls into it)."""

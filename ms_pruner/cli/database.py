@@ -1,14 +1,16 @@
-"""``db list``, ``db merge`` and ``db best``: MetaSchedule databases read and put together."""
+"""``db list``, ``db merge``, ``db best`` and ``db repair``: MetaSchedule databases read, put
+together, and loadable again after a run was killed mid-write."""
 
 from __future__ import annotations
 
 import math
 
+from ..database import repair_database
 from ..database.tools import list_database, merge_databases
 
 
 def add_database_commands(sub) -> None:
-    db = sub.add_parser("db", help="list, merge or take the best of MetaSchedule databases (work dirs)")
+    db = sub.add_parser("db", help="list, merge, take the best of or repair MetaSchedule databases (work dirs)")
     commands = db.add_subparsers(dest="db_command", required=True)
     listing = commands.add_parser("list", help="workloads, targets, record counts and best latency of each database")
     listing.add_argument("dbs", nargs="+", metavar="DB")
@@ -19,6 +21,10 @@ def add_database_commands(sub) -> None:
         command.add_argument("dbs", nargs="+", metavar="DB")
         command.add_argument("--out", required=True, help="the database (work dir) to write into")
         command.set_defaults(func=cmd_db_merge, best_only=name == "best")
+    repair = commands.add_parser("repair", help="set a database's unreadable lines (a run killed mid-write) aside "
+                                                "into <file>.bad and keep every whole record")
+    repair.add_argument("db", metavar="DB")
+    repair.set_defaults(func=cmd_db_repair)
 
 
 def cmd_db_list(args) -> int:
@@ -35,4 +41,14 @@ def cmd_db_merge(args) -> int:
     targets = ", ".join(f"{count} for {target}" for target, count in sorted(written.items()))
     mixed = f"; {len(written)} targets, each record keeping its own" if len(written) > 1 else ""
     print(f"wrote {sum(written.values())} records into {args.out}: {targets}{mixed}")
+    return 0
+
+
+def cmd_db_repair(args) -> int:
+    report = repair_database(args.db)
+    if not report.set_aside:
+        print(f"{args.db}: every line reads; {report.kept_records} records, nothing changed")
+        return 0
+    print(f"{args.db}: set {report.set_aside} bad lines aside into {', '.join(report.bad_files)}; "
+          f"{report.kept_records} records kept")
     return 0

@@ -1,7 +1,9 @@
 """The tuning database: work-dir I/O, records in measurement order, their latencies, and the
 schedule a record measured (``replay_record``). Everything that reads or writes MetaSchedule
-records goes through here; nothing here depends on the search, the cost model or the driver."""
+records goes through here (``repair_database`` makes one that a killed run left cut short load
+again); nothing here depends on the search, the cost model or the driver."""
 
+from .lines import repair_database
 from .records import (FAILED_RUN_SECONDS, best_record, database_paths, describe_best, group_by_workload, is_valid,
                       mean_latency, open_database, records_for, records_in_file_order, replay_record, same_target,
                       same_workload, summarize_trace, workload_flops)
@@ -17,6 +19,7 @@ __all__ = [
     "open_database",
     "records_for",
     "records_in_file_order",
+    "repair_database",
     "replay_record",
     "same_target",
     "same_workload",

@@ -17,9 +17,8 @@ from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
 
 from ..errors import UserError
 from ..intrinsics import register_tensor_intrinsics
+from .lines import RECORD_FILE, WORKLOAD_FILE, describe_bad_lines, require_database_files
 
-WORKLOAD_FILE = "database_workload.json"
-RECORD_FILE = "database_tuning_record.json"
 FAILED_RUN_SECONDS = 1e9
 
 
@@ -52,9 +51,9 @@ def open_database(path: str, create: bool = False):
 
     Tensor-core traces name intrinsics, so they are registered before the records are parsed.
     """
+    if not create:
+        require_database_files(path)
     workload_file, record_file = database_paths(path)
-    if not create and not (os.path.isfile(workload_file) and os.path.isfile(record_file)):
-        raise UserError(f"no MetaSchedule database in '{path}' (expected {WORKLOAD_FILE} and {RECORD_FILE})")
     register_tensor_intrinsics()
 
     try:
@@ -62,8 +61,19 @@ def open_database(path: str, create: bool = False):
             path_workload=workload_file, path_tuning_record=record_file, allow_missing=create
         )
     except Exception as err:  # pylint: disable=broad-except
-        first = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
-        raise UserError(f"corrupt MetaSchedule database in '{path}': {first}") from None
+        raise _corrupt(path, err) from None
+
+
+def _corrupt(path: str, err: Exception) -> UserError:
+    """One line for a database that does not load: the file and line at fault when a line does
+    not parse (with the command that sets such lines aside), else MetaSchedule's last line."""
+    where = describe_bad_lines(path)
+    if where is not None:
+        return UserError(f"corrupt MetaSchedule database in '{path}': {where}; "
+                         f"'ms-pruner db repair {path}' sets bad lines aside and keeps the rest")
+    message = str(err).strip()
+    return UserError(f"corrupt MetaSchedule database in '{path}': "
+                     f"{message.splitlines()[-1] if message else type(err).__name__}")
 
 
 def records_in_file_order(path: str) -> List:
@@ -84,7 +94,7 @@ def records_in_file_order(path: str) -> List:
                     index, payload = json.loads(line)
                     records.append(ms.database.TuningRecord.from_json(payload, workloads[index]))
     except Exception as err:  # pylint: disable=broad-except
-        raise UserError(f"corrupt MetaSchedule database in '{path}': {str(err).strip().splitlines()[-1]}") from None
+        raise _corrupt(path, err) from None
     return records
 
 

@@ -1,0 +1,134 @@
+"""A database's two files as JSON lines: where one fails to parse, and setting bad lines aside.
+
+MetaSchedule's JSONDatabase appends one line per workload and per record. A run killed in the middle
+of a write leaves a line cut short, and JSONDatabase then refuses the whole database with a message
+that names neither the file nor the line ("parallel_for_dynamic error with Unexpected end of
+string"). ``describe_bad_lines`` says where; ``repair_database`` (``ms-pruner db repair``) moves the
+bad record lines into ``<file>.bad`` and keeps every whole record, so a rerun resumes. Nothing is
+deleted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import List, Optional, Tuple
+
+from ..errors import UserError
+
+WORKLOAD_FILE = "database_workload.json"
+RECORD_FILE = "database_tuning_record.json"
+
+
+@dataclasses.dataclass
+class BadLine:
+    file: str
+    number: int  # 1-based, counting blank lines, as an editor shows it
+    why: str
+
+
+def require_database_files(path: str) -> None:
+    """A one-line UserError unless ``path`` holds both files of a JSON database."""
+    if not all(os.path.isfile(os.path.join(path, name)) for name in (WORKLOAD_FILE, RECORD_FILE)):
+        raise UserError(f"no MetaSchedule database in '{path}' (expected {WORKLOAD_FILE} and {RECORD_FILE})")
+
+
+def _read_lines(path: str) -> List[str]:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return handle.read().splitlines(keepends=True)
+
+
+def _parse(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _workload_problem(value) -> Optional[str]:
+    if isinstance(value, list) and len(value) == 2:
+        return None
+    return "cut short or not JSON" if value is None else "not a [hash, module] pair"
+
+
+def _record_problem(value, workloads: int) -> Optional[str]:
+    if value is None:
+        return "cut short or not JSON"
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], int) and isinstance(value[1], list)):
+        return "not a [workload index, record] pair"
+    if not 0 <= value[0] < workloads:
+        return f"names workload {value[0]}, and {WORKLOAD_FILE} holds {workloads}"
+    return None
+
+
+def _scan(path: str) -> Tuple[List[str], List[str], List[BadLine], List[BadLine]]:
+    """Both files' lines and the bad ones of each (records checked against the whole workloads)."""
+    workload_lines = _read_lines(os.path.join(path, WORKLOAD_FILE))
+    record_lines = _read_lines(os.path.join(path, RECORD_FILE))
+    bad_workloads = [BadLine(WORKLOAD_FILE, i + 1, why) for i, text in enumerate(workload_lines)
+                     if text.strip() and (why := _workload_problem(_parse(text)))]
+    whole = sum(1 for text in workload_lines if text.strip()) - len(bad_workloads)
+    bad_records = [BadLine(RECORD_FILE, i + 1, why) for i, text in enumerate(record_lines)
+                   if text.strip() and (why := _record_problem(_parse(text), whole))]
+    return workload_lines, record_lines, bad_workloads, bad_records
+
+
+def describe_bad_lines(path: str) -> Optional[str]:
+    """'FILE line N of M: why' for the first bad line of the database at ``path`` (and how many
+    more), or None when every line parses."""
+    workload_lines, record_lines, bad_workloads, bad_records = _scan(path)
+    bad = bad_workloads + bad_records
+    if not bad:
+        return None
+    first = bad[0]
+    total = len(workload_lines if first.file == WORKLOAD_FILE else record_lines)
+    more = f" (and {len(bad) - 1} more bad lines)" if len(bad) > 1 else ""
+    return f"{first.file} line {first.number} of {total}: {first.why}{more}"
+
+
+@dataclasses.dataclass
+class RepairReport:
+    kept_records: int
+    set_aside: int
+    bad_files: List[str]
+
+
+def _write_atomically(path: str, lines: List[str]) -> None:
+    staging = path + ".repairing"
+    with open(staging, "w", encoding="utf-8") as handle:
+        handle.writelines(line if line.endswith("\n") else line + "\n" for line in lines)
+    os.replace(staging, path)
+
+
+def _set_aside(path: str, lines: List[str], bad: List[BadLine]) -> List[str]:
+    """Append the bad lines to ``path``.bad, then rewrite ``path`` without them."""
+    numbers = {line.number for line in bad}
+    with open(path + ".bad", "a", encoding="utf-8") as handle:
+        handle.writelines(lines[n - 1].rstrip("\n") + "\n" for n in sorted(numbers))
+    kept = [text for i, text in enumerate(lines) if i + 1 not in numbers]
+    _write_atomically(path, kept)
+    return kept
+
+
+def repair_database(path: str) -> RepairReport:
+    """Set the database's bad lines aside (module doc). A bad workload line can go only where no
+    record comes after it in the numbering (the last lines, cut short by a kill): removing one
+    earlier would renumber the workloads the records name, so that is refused."""
+    require_database_files(path)
+    workload_file, record_file = (os.path.join(path, name) for name in (WORKLOAD_FILE, RECORD_FILE))
+    workload_lines, record_lines, bad_workloads, bad_records = _scan(path)
+    if bad_workloads:
+        whole_before = sum(1 for text in workload_lines[:bad_workloads[0].number - 1] if text.strip())
+        if whole_before + len(bad_workloads) != sum(1 for text in workload_lines if text.strip()):
+            raise UserError(f"'{path}': {WORKLOAD_FILE} line {bad_workloads[0].number} is bad and whole workloads "
+                            "follow it; setting it aside would renumber the workloads the records name")
+    kept, bad_files = record_lines, []
+    if bad_workloads:
+        _set_aside(workload_file, workload_lines, bad_workloads)
+        bad_files.append(workload_file + ".bad")
+    if bad_records:
+        kept = _set_aside(record_file, record_lines, bad_records)
+        bad_files.append(record_file + ".bad")
+    return RepairReport(kept_records=sum(1 for text in kept if text.strip()),
+                        set_aside=len(bad_workloads) + len(bad_records), bad_files=bad_files)
