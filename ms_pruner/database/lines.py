@@ -34,15 +34,16 @@ def require_database_files(path: str) -> None:
         raise UserError(f"no MetaSchedule database in '{path}' (expected {WORKLOAD_FILE} and {RECORD_FILE})")
 
 
-def _read_lines(path: str) -> List[str]:
-    with open(path, encoding="utf-8", errors="replace") as handle:
+def _read_lines(path: str) -> List[bytes]:
+    """The file's lines as bytes, so that whatever is kept is written back unchanged."""
+    with open(path, "rb") as handle:
         return handle.read().splitlines(keepends=True)
 
 
-def _parse(text: str):
+def _parse(text: bytes):
     try:
-        return json.loads(text)
-    except ValueError:
+        return json.loads(text.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError both
         return None
 
 
@@ -62,7 +63,7 @@ def _record_problem(value, workloads: int) -> Optional[str]:
     return None
 
 
-def _scan(path: str) -> Tuple[List[str], List[str], List[BadLine], List[BadLine]]:
+def _scan(path: str) -> Tuple[List[bytes], List[bytes], List[BadLine], List[BadLine]]:
     """Both files' lines and the bad ones of each (records checked against the whole workloads)."""
     workload_lines = _read_lines(os.path.join(path, WORKLOAD_FILE))
     record_lines = _read_lines(os.path.join(path, RECORD_FILE))
@@ -94,27 +95,31 @@ class RepairReport:
     bad_files: List[str]
 
 
-def _write_atomically(path: str, lines: List[str]) -> None:
+def _ended(line: bytes) -> bytes:
+    return line if line.endswith(b"\n") else line + b"\n"
+
+
+def _write_atomically(path: str, lines: List[bytes]) -> None:
     staging = path + ".repairing"
-    with open(staging, "w", encoding="utf-8") as handle:
-        handle.writelines(line if line.endswith("\n") else line + "\n" for line in lines)
+    with open(staging, "wb") as handle:
+        handle.writelines(_ended(line) for line in lines)
     os.replace(staging, path)
 
 
-def _set_aside(path: str, lines: List[str], bad: List[BadLine]) -> List[str]:
+def _set_aside(path: str, lines: List[bytes], bad: List[BadLine]) -> List[bytes]:
     """Append the bad lines to ``path``.bad, then rewrite ``path`` without them."""
     numbers = {line.number for line in bad}
-    with open(path + ".bad", "a", encoding="utf-8") as handle:
-        handle.writelines(lines[n - 1].rstrip("\n") + "\n" for n in sorted(numbers))
+    with open(path + ".bad", "ab") as handle:
+        handle.writelines(_ended(lines[n - 1]) for n in sorted(numbers))
     kept = [text for i, text in enumerate(lines) if i + 1 not in numbers]
     _write_atomically(path, kept)
     return kept
 
 
 def repair_database(path: str) -> RepairReport:
-    """Set the database's bad lines aside (module doc). A bad workload line can go only where no
-    record comes after it in the numbering (the last lines, cut short by a kill): removing one
-    earlier would renumber the workloads the records name, so that is refused."""
+    """Set the database's bad lines aside (module doc). Bad workload lines can go only where no
+    whole workload follows them (the last lines, cut short by a kill): removing an earlier one would
+    renumber the workloads the records name, so that is refused and nothing is written."""
     require_database_files(path)
     workload_file, record_file = (os.path.join(path, name) for name in (WORKLOAD_FILE, RECORD_FILE))
     workload_lines, record_lines, bad_workloads, bad_records = _scan(path)
