@@ -273,6 +273,14 @@ def test_by_round_needs_a_round_log(capsys, tensor_intrinsics):
     assert "has no round log" in err and "\n" not in err
 
 
+def test_round_boundaries_skip_a_log_line_cut_short_by_a_kill(tmp_path):
+    from ms_pruner.evaluation.model_ranking import round_boundaries
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "ms_pruner_rounds.jsonl").write_text('{"trials": 32}\n{"trials": 16}\n{"trials": 16}\n{"tri')
+    assert round_boundaries(str(tmp_path)) == [32, 48]
+
+
 def test_pretrained_trees_are_a_warm_start_the_gate_weighs(real_samples, tmp_path):
     import dataclasses
 

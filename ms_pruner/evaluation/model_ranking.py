@@ -12,7 +12,6 @@ same without warm-up).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import time
@@ -27,6 +26,8 @@ from ..cost_model.pacm import PaCMCore, _task_key, pretrained_momentum, read_mod
 from ..cost_model.training import Sample
 from ..database.records import FAILED_RUN_SECONDS, mean_latency, measured_batch, records_in_file_order, replay_record
 from ..errors import UserError
+from ..tuning.driver import ROUND_LOG
+from ..tuning.resume import round_log
 
 MODELS = ("analyzer", "pacm", "pacm-transformer", "pretrained", "xgb", "xgb-trained")
 METRICS = ("spearman", "ndcg10", "recall_top10_in_top30")
@@ -230,11 +231,10 @@ def markdown_table(rows: List[dict], models: Sequence[str]) -> str:
 def round_boundaries(path: str) -> List[int]:
     """Record counts at the end of each tuning round but the last, from the run's round log
     (logs/ms_pruner_rounds.jsonl, one line a round with its ``trials``)."""
-    log = os.path.join(path, "logs", "ms_pruner_rounds.jsonl")
+    log = os.path.join(path, ROUND_LOG)
     if not os.path.isfile(log):
-        raise UserError(f"'{path}' has no round log (logs/ms_pruner_rounds.jsonl); --by-round needs one")
-    with open(log, encoding="utf-8") as handle:
-        trials = [int(json.loads(line)["trials"]) for line in handle if line.strip()]
+        raise UserError(f"'{path}' has no round log ({ROUND_LOG}); --by-round needs one")
+    trials = [int(entry["trials"]) for entry in round_log(log)]
     return [int(n) for n in np.cumsum(trials)[:-1]]
 
 

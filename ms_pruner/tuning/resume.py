@@ -44,21 +44,24 @@ def workload_tag(mod) -> str:
     return f"{int(tvm_ffi.structural_hash(mod)) & ((1 << 64) - 1):016x}"
 
 
-def logged_rounds(log_path: str, workload: str) -> List[dict]:
-    """The rounds of ``workload`` (its workload_tag) in a work dir's round log; a line cut short by
-    a kill mid-write is skipped."""
+def round_log(log_path: str) -> List[dict]:
+    """Every round of a work dir's round log, in order; a line cut short by a kill mid-write is
+    skipped (the records, not the log, say what was measured)."""
     if not os.path.exists(log_path):
         return []
     rounds = []
     with open(log_path, encoding="utf-8") as handle:
         for line in handle:
             try:
-                entry = json.loads(line)
+                rounds.append(json.loads(line))
             except ValueError:
                 continue
-            if entry.get("workload") == workload:
-                rounds.append(entry)
     return rounds
+
+
+def logged_rounds(log_path: str, workload: str) -> List[dict]:
+    """The rounds of ``workload`` (its workload_tag) in a work dir's round log (``round_log``)."""
+    return [entry for entry in round_log(log_path) if entry.get("workload") == workload]
 
 
 def resume_point(log_path: str, records, workload: str) -> Optional[ResumePoint]:
