@@ -158,6 +158,18 @@ def test_repair_sets_a_cut_last_workload_aside_and_refuses_to_renumber_workloads
     assert workloads.read_text() == "{not json\n" + whole
 
 
+def test_a_write_that_fails_midway_leaves_the_file_as_it_was(tmp_path):
+    """compare.json and tune-model summaries are replaced whole: a write cut off (here by a value
+    JSON cannot hold, after the first keys) leaves the earlier file, and no staging file."""
+    from ms_pruner.files import replace_json
+
+    path = tmp_path / "compare.json"
+    replace_json(str(path), {"runs": [1, 2]})
+    with pytest.raises(TypeError):
+        replace_json(str(path), {"runs": [1, 2, 3], "machine": object()})
+    assert json.loads(path.read_text()) == {"runs": [1, 2]} and os.listdir(tmp_path) == ["compare.json"]
+
+
 def test_a_round_size_below_one_is_refused_before_anything_is_written(capsys, tmp_path):
     """``--per-iter`` 0 or negative is one line, for tune and compare alike, and leaves no work dir
     or comparison behind (a comparison's settings, once written, bind the later calls into it)."""

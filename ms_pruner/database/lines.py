@@ -16,6 +16,7 @@ import os
 from typing import List, Optional, Tuple
 
 from ..errors import UserError
+from ..files import replace_file
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -99,20 +100,13 @@ def _ended(line: bytes) -> bytes:
     return line if line.endswith(b"\n") else line + b"\n"
 
 
-def _write_atomically(path: str, lines: List[bytes]) -> None:
-    staging = path + ".repairing"
-    with open(staging, "wb") as handle:
-        handle.writelines(_ended(line) for line in lines)
-    os.replace(staging, path)
-
-
 def _set_aside(path: str, lines: List[bytes], bad: List[BadLine]) -> List[bytes]:
     """Append the bad lines to ``path``.bad, then rewrite ``path`` without them."""
     numbers = {line.number for line in bad}
     with open(path + ".bad", "ab") as handle:
         handle.writelines(_ended(lines[n - 1]) for n in sorted(numbers))
     kept = [text for i, text in enumerate(lines) if i + 1 not in numbers]
-    _write_atomically(path, kept)
+    replace_file(path, b"".join(_ended(line) for line in kept))
     return kept
 
 

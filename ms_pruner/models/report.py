@@ -12,14 +12,14 @@ import os
 from typing import Iterable, List, Optional
 
 from ..errors import UserError
+from ..files import replace_json
 
 SUMMARY_FILE = "tune_model.json"
 
 
 def write_summary(work_dir: str, summary: dict) -> str:
     path = os.path.join(work_dir, SUMMARY_FILE)
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(summary, handle, indent=1)
+    replace_json(path, summary)
     return path
 
 

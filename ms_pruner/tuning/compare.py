@@ -15,6 +15,7 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from ..errors import UserError, require_positive
+from ..files import replace_file, replace_json
 from ..search.stats import STAGES
 from .driver import PRUNER_STRATEGIES, ROUND_LOG, check_search, normalized_mod, tune_tir
 from .instrument import continues_batch
@@ -268,10 +269,8 @@ def write_outputs(report: dict, out_dir: str, command: str, machine: dict) -> Li
         commands.append(command)
     report.update(command=" ; ".join(commands), commands=commands, machine=machine)
     paths = [os.path.join(out_dir, "compare.json"), os.path.join(out_dir, "compare.md")]
-    with open(paths[0], "w", encoding="utf-8") as handle:
-        json.dump(report, handle, indent=1)
-    with open(paths[1], "w", encoding="utf-8") as handle:
-        handle.write(markdown_table(report))
+    replace_json(paths[0], report)
+    replace_file(paths[1], markdown_table(report))
     png = plot(report, os.path.join(out_dir, "compare.png"))
     return paths + ([png] if png else [])
 

@@ -8,13 +8,13 @@ dirs, is enough to go on: ``restore_comparison`` puts them where ``compare --out
 
 from __future__ import annotations
 
-import json
 import os
 import tarfile
 from typing import Iterable, Tuple
 
 from ..database.records import RECORD_FILE
 from ..errors import UserError
+from ..files import replace_json
 from .compare import read_report, summarize
 
 
@@ -62,8 +62,7 @@ def restore_comparison(report_path: str, archive_path: str, out_dir: str, settin
     missing = [d for d in moved if not os.path.exists(os.path.join(d, RECORD_FILE))]
     if missing:
         raise UserError(f"{archive_path} has no database for {missing[0]}")
-    with open(os.path.join(out_dir, "compare.json"), "w", encoding="utf-8") as handle:
-        json.dump(report, handle, indent=1)
+    replace_json(os.path.join(out_dir, "compare.json"), report)
     return report
 
 
