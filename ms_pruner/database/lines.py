@@ -4,8 +4,8 @@ MetaSchedule's JSONDatabase appends one line per workload and per record. A run 
 of a write leaves a line cut short, and JSONDatabase then refuses the whole database with a message
 that names neither the file nor the line ("parallel_for_dynamic error with Unexpected end of
 string"). ``describe_bad_lines`` says where; ``repair_database`` (``ms-pruner db repair``) moves the
-bad record lines into ``<file>.bad`` and keeps every whole record, so a rerun resumes. Nothing is
-deleted.
+bad record lines (and cut last workload lines) into ``<file>.bad`` and keeps every whole record, so
+a rerun resumes. Nothing is deleted.
 """
 
 from __future__ import annotations
