@@ -18,7 +18,6 @@ them (tune_tir counts the records already there).
 """
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -31,7 +30,7 @@ from _common import command_line, git_commit, machine, write_json  # noqa: E402
 from ms_pruner.database.records import is_valid, mean_latency, records_in_file_order  # noqa: E402
 from ms_pruner.hardware import resolve_target  # noqa: E402
 from ms_pruner.tuning import tune_tir  # noqa: E402
-from ms_pruner.tuning.driver import ROUND_LOG  # noqa: E402
+from ms_pruner.tuning.resume import ROUND_LOG, round_log  # noqa: E402
 from ms_pruner.tuning.remeasure import remeasure  # noqa: E402
 from ms_pruner.workloads import parse_workload  # noqa: E402
 
@@ -60,8 +59,7 @@ def fastest(records, count: int) -> list:
 
 
 def first_round_log(work_dir: str) -> dict:
-    with open(os.path.join(work_dir, ROUND_LOG), encoding="utf-8") as handle:
-        return json.loads(handle.readline())["strategy"]
+    return round_log(os.path.join(work_dir, ROUND_LOG))[0]["strategy"]
 
 
 def tune(spec: str, work_dir: str, args, seed: int, warm_start=()) -> list:

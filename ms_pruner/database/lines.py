@@ -29,9 +29,14 @@ class BadLine:
     why: str
 
 
+def database_paths(path: str) -> Tuple[str, str]:
+    """(workload file, record file) for a work dir or database dir."""
+    return os.path.join(path, WORKLOAD_FILE), os.path.join(path, RECORD_FILE)
+
+
 def require_database_files(path: str) -> None:
     """A one-line UserError unless ``path`` holds both files of a JSON database."""
-    if not all(os.path.isfile(os.path.join(path, name)) for name in (WORKLOAD_FILE, RECORD_FILE)):
+    if not all(os.path.isfile(name) for name in database_paths(path)):
         raise UserError(f"no MetaSchedule database in '{path}' (expected {WORKLOAD_FILE} and {RECORD_FILE})")
 
 
@@ -66,8 +71,7 @@ def _record_problem(value, workloads: int) -> Optional[str]:
 
 def _scan(path: str) -> Tuple[List[bytes], List[bytes], List[BadLine], List[BadLine]]:
     """Both files' lines and the bad ones of each (records checked against the whole workloads)."""
-    workload_lines = _read_lines(os.path.join(path, WORKLOAD_FILE))
-    record_lines = _read_lines(os.path.join(path, RECORD_FILE))
+    workload_lines, record_lines = (_read_lines(name) for name in database_paths(path))
     bad_workloads = [BadLine(WORKLOAD_FILE, i + 1, why) for i, text in enumerate(workload_lines)
                      if text.strip() and (why := _workload_problem(_parse(text)))]
     whole = sum(1 for text in workload_lines if text.strip()) - len(bad_workloads)
@@ -115,7 +119,7 @@ def repair_database(path: str) -> RepairReport:
     whole workload follows them (the last lines, cut short by a kill): removing an earlier one would
     renumber the workloads the records name, so that is refused and nothing is written."""
     require_database_files(path)
-    workload_file, record_file = (os.path.join(path, name) for name in (WORKLOAD_FILE, RECORD_FILE))
+    workload_file, record_file = database_paths(path)
     workload_lines, record_lines, bad_workloads, bad_records = _scan(path)
     if bad_workloads:
         whole_before = sum(1 for text in workload_lines[:bad_workloads[0].number - 1] if text.strip())

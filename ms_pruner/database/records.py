@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from typing import Dict, List, Optional
 
 import tvm_ffi
@@ -17,7 +16,7 @@ from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
 
 from ..errors import UserError
 from ..intrinsics import register_tensor_intrinsics
-from .lines import RECORD_FILE, WORKLOAD_FILE, describe_bad_lines, require_database_files
+from .lines import database_paths, describe_bad_lines, require_database_files
 
 FAILED_RUN_SECONDS = 1e9
 
@@ -39,11 +38,6 @@ def measured_batch(schedules, latency):
     results = [RunnerResult(run_secs=[float(lat)] if math.isfinite(lat) else [1e10], error_msg=None)
                for lat in latency]
     return candidates, results
-
-
-def database_paths(path: str):
-    """(workload file, record file) for a work dir or database dir."""
-    return os.path.join(path, WORKLOAD_FILE), os.path.join(path, RECORD_FILE)
 
 
 def open_database(path: str, create: bool = False):

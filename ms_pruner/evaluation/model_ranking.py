@@ -26,8 +26,7 @@ from ..cost_model.pacm import PaCMCore, _task_key, pretrained_momentum, read_mod
 from ..cost_model.training import Sample
 from ..database.records import FAILED_RUN_SECONDS, mean_latency, measured_batch, records_in_file_order, replay_record
 from ..errors import UserError
-from ..tuning.driver import ROUND_LOG
-from ..tuning.resume import round_log
+from ..tuning.resume import ROUND_LOG, round_log
 
 MODELS = ("analyzer", "pacm", "pacm-transformer", "pretrained", "xgb", "xgb-trained")
 METRICS = ("spearman", "ndcg10", "recall_top10_in_top30")

@@ -26,12 +26,11 @@ from ..space import tuning_space
 from .fleet import Tracker, make_fleet_runner
 from .instrument import ProgressCallback, RoundClock, TimedBuilder, TimedRunner, batch_seconds
 from .interrupt import graceful_interrupts, stop_unless_time_for
-from .resume import resume_point, warmed_cost_model, workload_tag
+from .resume import ROUND_LOG, resume_point, warmed_cost_model, workload_tag
 
 STRATEGIES = ("stock", "pruner", "moa", "replay")
 PRUNER_STRATEGIES = ("pruner", "moa")  # PrunerSearch's, with its first-round policy
 COST_MODELS = (None, "xgb", "pacm", "analyzer")  # None: each strategy's own (stock XGB, Pruner PaCM)
-ROUND_LOG = os.path.join("logs", "ms_pruner_rounds.jsonl")
 
 
 @dataclasses.dataclass

@@ -12,7 +12,7 @@ import os
 import tarfile
 from typing import Iterable, Tuple
 
-from ..database.records import RECORD_FILE
+from ..database.lines import RECORD_FILE
 from ..errors import UserError
 from ..files import replace_json
 from .compare import read_report, summarize

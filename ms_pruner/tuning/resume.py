@@ -44,6 +44,9 @@ def workload_tag(mod) -> str:
     return f"{int(tvm_ffi.structural_hash(mod)) & ((1 << 64) - 1):016x}"
 
 
+ROUND_LOG = os.path.join("logs", "ms_pruner_rounds.jsonl")  # in a work dir; one JSON line a round
+
+
 def round_log(log_path: str) -> List[dict]:
     """Every round of a work dir's round log, in order; a line cut short by a kill mid-write is
     skipped (the records, not the log, say what was measured)."""
