@@ -42,15 +42,17 @@ def _stack_with_cached_lines(original):
 
 
 def register_tensor_intrinsics() -> None:
-    """Import ``tvm.s_tir.tensor_intrin`` (once per process), without inspect's module search."""
-    if "tvm.s_tir.tensor_intrin" in sys.modules:
-        return
-    with _LOCK:
-        if "tvm.s_tir.tensor_intrin" in sys.modules:
-            return
-        original = inspect.stack
-        inspect.stack = _stack_with_cached_lines(original)
-        try:
-            import tvm.s_tir.tensor_intrin  # noqa: F401  lazy: registering the intrinsics takes ~23 s
-        finally:
-            inspect.stack = original
+    """Import ``tvm.s_tir.tensor_intrin`` (once per process), without inspect's module search, and
+    register the package's own m16n8k16 intrinsics beside TVM's (``mma_k16.py``)."""
+    if "tvm.s_tir.tensor_intrin" not in sys.modules:
+        with _LOCK:
+            if "tvm.s_tir.tensor_intrin" not in sys.modules:
+                original = inspect.stack
+                inspect.stack = _stack_with_cached_lines(original)
+                try:
+                    import tvm.s_tir.tensor_intrin  # noqa: F401  lazy: registering the intrinsics takes ~23 s
+                finally:
+                    inspect.stack = original
+    from .mma_k16 import register_mma_k16_intrinsics  # lazy: it loads TVM, which importing this module must not
+
+    register_mma_k16_intrinsics()

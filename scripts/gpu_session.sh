@@ -6,6 +6,7 @@
 # files of all steps so far into $OUT, so the latest call's files are the whole picture. Steps:
 #
 #   bash scripts/gpu_session.sh smoke             # 16 trials of a 1024^3 fp16 matmul: does it all work here?
+#                                                 #   (and are its 8 fastest kernels right: ms-pruner check --top 8)
 #   bash scripts/gpu_session.sh matmul-stock      # stock MetaSchedule, 256 trials, our builder
 #   bash scripts/gpu_session.sh matmul-pruner     # Pruner, same budget -> compare.{json,md,png}
 #   bash scripts/gpu_session.sh conv-stock        # the conv2d layer, stock
@@ -141,7 +142,11 @@ models() {
                 --space "${SMOKE_SPACE:-auto}" \
                 --seed 0 --work-dir "$KEEP/smoke" --no-progress
             python3 -m ms_pruner show --work-dir "$KEEP/smoke" | tee "$KEEP/smoke.txt"
-            grep -q "valid); best" "$KEEP/smoke.txt" || echo "== SMOKE FAILED: no valid measurement; read $KEEP/smoke/logs before spending more device time" ;;
+            grep -q "valid); best" "$KEEP/smoke.txt" || echo "== SMOKE FAILED: no valid measurement; read $KEEP/smoke/logs before spending more device time"
+            # The 8 fastest kernels against the exact result: on the mma space, the first outputs of
+            # the m16n8k16 intrinsics (mma_k16.py) beside TVM's m16n8k8 ones.
+            python3 -m ms_pruner check --work-dir "$KEEP/smoke" --workload "${SMOKE:-matmul:1024x1024x1024:float16:float32}" \
+                --target "$TARGET" --top 8 | tee "$KEEP/smoke_check.txt" ;;
         restore)
             # Go on with the comparison an earlier session committed (compare.json + work.tgz under
             # $RESTORE): finished runs stay, a cut run resumes; refused (exit 1) on another GPU.

@@ -19,6 +19,13 @@ def test_check_runs_the_best_kernel_and_holds_it_against_the_exact_result_and_to
     (result,) = json.loads(capsys.readouterr().out)
     assert result["passed"] and result["error"] < 1e-5 and result["tolerance"] == 1e-3
     assert result["torch_error"] is not None and result["torch_error"] < 1e-5
+    # --top: the run's fastest kernels, each built and checked, fastest first.
+    assert main(["check", "--work-dir", work_dir, "--workload", SPEC, "--target", "llvm", "--top", "3", "--json"]) == 0
+    top = json.loads(capsys.readouterr().out)
+    assert [c["rank"] for c in top] == [1, 2, 3] and all(c["passed"] and c["instruction"] is None for c in top)
+    assert top[0]["best_latency_s"] == result["best_latency_s"] <= top[1]["best_latency_s"] <= top[2]["best_latency_s"]
+    assert main(["check", "--work-dir", work_dir, "--workload", SPEC, "--target", "llvm", "--top", "0"]) == 2
+    assert "--top" in capsys.readouterr().err
     # The same records held against another workload: nothing of it to check, one line, exit 2.
     assert main(["check", "--work-dir", work_dir, "--workload", "matmul:32x32x32:float32:float32",
                  "--target", "llvm"]) == 2

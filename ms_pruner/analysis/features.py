@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .tir_walk import BlockInfo, ProgramInfo
 
@@ -85,6 +85,7 @@ class KernelFeatures:
     operand_tiles: Dict[str, float] = dataclasses.field(default_factory=dict)
     staging_tiles: Dict[str, float] = dataclasses.field(default_factory=dict)
     pipeline_stages: int = 1  # copies of each operand tile a software pipeline keeps in flight (pipeline_shape)
+    local_operand_bytes: float = 0.0  # operand fragment bytes a warp-trip keeps in local memory (fragments_indexed_at_run_time)
 
 
 def _kernel_groups(program: ProgramInfo) -> Dict[int, List[BlockInfo]]:
@@ -310,6 +311,7 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
             pipelined=any(loop.pipelined for b in blocks for loop in b.loops),
             global_buffer_bytes=sum(_buffer_bytes(program, name) for name in t.touched),
             operand_tiles=t.operand_tiles, staging_tiles=t.staging_tiles, pipeline_stages=versions,
+            local_operand_bytes=t.operand_bytes if fragments_indexed_at_run_time(blocks) else 0.0,
         ))
     return kernels
 
@@ -323,11 +325,9 @@ PROLOGUE, BODY = 2, 3
 AUTO_COPY_ROWS = 8  # rows of a warp's accumulator tile TVM's auto copy stages at a time
 
 
-def pipeline_shape(blocks: Sequence[BlockInfo]) -> Tuple[int, int]:
-    """(copies of each shared operand tile, trips of the inner fragment loop) of a software-pipelined
-    kernel; (1, 1) without a pipeline. TVM's InjectSoftwarePipeline keeps a tile's copies up to the
-    stage of the last statement that reads it minus the copies' stage (0), plus one; a pipeline of
-    another shape than the mma rule's keeps at most its stage span plus one."""
+def _fragment_pipeline(blocks: Sequence[BlockInfo]) -> Tuple[Optional[List[int]], int]:
+    """(stages of the pipelined loop around the fragment loads, trips of the inner fragment loop);
+    (None, 1) without a pipeline."""
     for block in blocks:
         if not any(name in FRAGMENT_LOADS for name in block.intrinsics):
             continue
@@ -335,14 +335,34 @@ def pipeline_shape(blocks: Sequence[BlockInfo]) -> Tuple[int, int]:
         outer = next((i for i, loop in enumerate(loops) if loop.stages), None)
         if outer is None:
             continue
-        stages = loops[outer].stages
         inner = next((loop for loop in loops[outer + 1:] if loop.stages), None)
-        trips = inner.extent if inner is not None else 1
-        if len(stages) != PIPELINE_STATEMENTS:
-            return max(stages) - min(stages) + 1, trips
-        last_reader = stages[BODY] if trips > 1 else stages[PROLOGUE]
-        return last_reader - min(stages[:PROLOGUE]) + 1, trips
-    return 1, 1
+        return loops[outer].stages, inner.extent if inner is not None else 1
+    return None, 1
+
+
+def pipeline_shape(blocks: Sequence[BlockInfo]) -> Tuple[int, int]:
+    """(copies of each shared operand tile, trips of the inner fragment loop) of a software-pipelined
+    kernel; (1, 1) without a pipeline. TVM's InjectSoftwarePipeline keeps a tile's copies up to the
+    stage of the last statement that reads it minus the copies' stage (0), plus one; a pipeline of
+    another shape than the mma rule's keeps at most its stage span plus one."""
+    stages, trips = _fragment_pipeline(blocks)
+    if stages is None:
+        return 1, 1
+    if len(stages) != PIPELINE_STATEMENTS:
+        return max(stages) - min(stages) + 1, trips
+    last_reader = stages[BODY] if trips > 1 else stages[PROLOGUE]
+    return last_reader - min(stages[:PROLOGUE]) + 1, trips
+
+
+def fragments_indexed_at_run_time(blocks: Sequence[BlockInfo]) -> bool:
+    """Whether the operand fragments alternate between two copies by the parity of the outer k loop:
+    the fragment loop runs once and the pipeline loads fragments a stage before the MMAs use them
+    (depth 3 and more). The copy is then chosen at run time, and ptxas keeps arrays indexed at run
+    time in local memory (the stacks of such mma kernels, docs/analyzer.md); a fragment loop of more
+    trips picks the copy by its own, unrolled, index."""
+    stages, trips = _fragment_pipeline(blocks)
+    return (stages is not None and len(stages) == PIPELINE_STATEMENTS and trips == 1
+            and stages[PROLOGUE] < stages[BODY])
 
 
 MERGE_MATCH_RANGE = 16  # TVM's MergeSharedMemoryAllocations reuses a freed buffer within this size ratio

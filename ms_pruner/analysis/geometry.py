@@ -17,6 +17,7 @@ def operand_fetches(features: KernelFeatures) -> List[CopyStream]:
 
 
 NARROW_FETCH_BYTES = 4
+MMA_SYNC_N = 8  # an mma.sync fragment is m16n8; WMMA's are 16 wide
 
 
 def operand_fetch_bytes(features: Sequence[KernelFeatures]) -> tuple:
@@ -33,7 +34,8 @@ def has_narrow_fetch(features: Sequence[KernelFeatures]) -> bool:
 
 def kernel_geometry(features: Sequence[KernelFeatures]) -> Optional[tuple]:
     """What the analyzer sees of a schedule's tiling, per kernel: grid, threads, accumulator fragments
-    per warp, main-loop trips and the bytes each operand tile brings to shared memory per trip.
+    per warp, main-loop trips and the bytes each operand tile brings to shared memory per trip, and
+    for an mma.sync kernel its instruction (m16n8k8 and m16n8k16 twins share the rest).
 
     Schedules of one geometry differ only in fetch widths, unroll depth, write-back width or the
     loop order inside a thread, which the analyzer barely tells apart (the search spreads a cold
@@ -45,7 +47,8 @@ def kernel_geometry(features: Sequence[KernelFeatures]) -> Optional[tuple]:
     for f in features:
         block_trips = max(1, f.grid) * max(1, f.main_loop_trips)
         tiles = tuple(round(c.bytes_total / block_trips) for c in operand_fetches(f))
-        key.append((f.grid, f.threads_per_block, f.acc_fragments_per_warp, f.main_loop_trips, tiles))
+        shape = (f"m{f.mma_m}n{f.mma_n}k{f.mma_k}",) if f.mma_n == MMA_SYNC_N else ()
+        key.append((f.grid, f.threads_per_block, f.acc_fragments_per_warp, f.main_loop_trips, tiles, *shape))
     return tuple(key)
 
 
@@ -53,4 +56,5 @@ def geometry_name(geometry: Optional[tuple]) -> Optional[str]:
     if geometry is None:
         return None
     return "; ".join(f"grid {g} x {t} thr, {f:g} acc frags, {trips} trips, operand tiles {'+'.join(map(str, tiles))} B"
-                     for g, t, f, trips, tiles in geometry)
+                     + "".join(f", {shape}" for shape in rest)
+                     for g, t, f, trips, tiles, *rest in geometry)

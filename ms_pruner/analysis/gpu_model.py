@@ -96,6 +96,12 @@ def register_cap(features: KernelFeatures, spec: GPUSpec) -> int:
     return min(spec.max_regs_per_thread, spec.regs_per_block // (features.warps_per_block * spec.warp_size))
 
 
+def uses_local_memory(features: KernelFeatures, spec: GPUSpec) -> bool:
+    """Whether ptxas will put part of the kernel in local memory: registers over the cap, or operand
+    fragments indexed at run time (``features.fragments_indexed_at_run_time``)."""
+    return features.regs_per_thread > register_cap(features, spec) or features.local_operand_bytes > 0
+
+
 def blocks_per_sm(features: KernelFeatures, spec: GPUSpec) -> int:
     """Resident blocks per SM under the thread, block, shared-memory and register limits."""
     threads = features.warps_per_block * spec.warp_size
@@ -191,7 +197,7 @@ def _trip_units(features: KernelFeatures, spec: GPUSpec, active: int, trips: int
     clock = spec.clock_hz
     block_trips = features.grid * trips
     acc = "float16" if features.acc_dtype_bytes == 2 else "float32"
-    tensor_rate = spec.tensor_flops_per_cycle_per_sm(acc)
+    tensor_rate = spec.tensor_flops_per_cycle_per_sm(acc) * spec.mma_shape_rate(features.mma_k)
     warps_active = active * features.warps_per_block
     sub_partitions = 4
     # Each warp stays on one SM sub-partition (its tensor core, issue slot and the queue that feeds
@@ -224,6 +230,8 @@ def _trip_units(features: KernelFeatures, spec: GPUSpec, active: int, trips: int
         c.bytes_total for c in features.copies if is_shared(c.src_scope)
     )
     smem_bytes += max(0.0, fragment_bytes)
+    # Operand fragments in local memory go through L1 twice a trip: stored by ldmatrix, loaded by the MMAs.
+    smem_bytes += 2 * features.local_operand_bytes * features.warps_per_block * block_trips
     smem = smem_bytes / block_trips / spec.smem_bytes_per_clock_per_sm / sub_partition_balance
     l2 = l2_bytes / block_trips / (spec.l2_gbps * 1e9 / spec.sm_count / clock)
     issue = issue / block_trips / sub_partitions / sub_partition_balance
@@ -251,6 +259,8 @@ def _trip_latency(features: KernelFeatures, spec: GPUSpec, trips: int, spill: _S
     # waits one local-memory load (an L1 hit if the spill fits there, else L2).
     spill_latency = L1_LATENCY_CYCLES if spill.in_l1 else spec.l2_latency_cycles
     copy_latency += mma_per_warp_trip * spill.fraction * spill_latency
+    if features.local_operand_bytes:
+        copy_latency += L1_LATENCY_CYCLES  # the trip's first MMA waits its operands' local load
     return copy_latency
 
 

@@ -18,16 +18,16 @@ from typing import Dict, List
 
 from ..analysis import StaticAnalyzer
 from ..analysis.geometry import geometry_name, kernel_geometry
-from ..analysis.gpu_model import register_cap
+from ..analysis.gpu_model import uses_local_memory
 from ..builder import cuda_sources, default_max_workers
 from ..builder.resources import allocated_shared_bytes, cuda_source_compile
-from ..builder.sass import opcode_counts, read_sass
+from ..builder.sass import opcode_counts, opcodes, read_sass
 from ..builder.worker import lowered_tir
 from ..errors import UserError
 from ..hardware import get_gpu_spec
 from ..search.droplet import tile_decisions
 from ..search.space import DesignSpace
-from ..space.families import SPACES, pipeline_depth, sketch_family, tuning_space
+from ..space.families import SPACES, mma_shape, pipeline_depth, sketch_family, tuning_space
 from ..threads import map_on_threads
 from ..tuning.driver import normalized_mod
 from ..workloads import parse_workload
@@ -82,6 +82,7 @@ def describe(sch, analyzer) -> dict:
     spec = analyzer.hardware
     return {
         "family": sketch_family(sch.trace),
+        "instruction": mma_shape(sch.trace) or sketch_family(sch.trace),
         "pipeline_depth": pipeline_depth(sch.trace),
         "geometry": geometry_name(kernel_geometry(features)),
         "tiles": [list(t) for t in tile_decisions(sch.trace)],
@@ -90,7 +91,7 @@ def describe(sch, analyzer) -> dict:
         "analyzer_latency_us": estimate.latency_s * 1e6 if estimate.valid else None,
         "analyzer_shared_bytes": int(max((f.smem_per_block for f in features), default=0)),
         "analyzer_registers": round(max((f.regs_per_thread for f in features), default=0.0), 1),
-        "analyzer_spills": any(f.regs_per_thread > register_cap(f, spec) for f in features),
+        "analyzer_spills": any(uses_local_memory(f, spec) for f in features),
         "accumulator_bytes": int(max((f.acc_fragments_per_warp * f.mma_m * f.mma_n * f.acc_dtype_bytes / spec.warp_size
                                       for f in features), default=0)),
     }
@@ -103,10 +104,13 @@ def build_report(sch, target) -> dict:
         sources = cuda_sources(sch.mod, target, use_nvcc=False)
         dynamic = allocated_shared_bytes(lowered_tir(sch.mod, target))
         counts: Dict[str, int] = collections.Counter()
+        hmma_shapes: Dict[str, int] = collections.Counter()
         kernels = []
         for source in sources:
             cubin, resources = cuda_source_compile(source, str(target.attrs["arch"]))
-            counts.update(opcode_counts(read_sass(cubin)))
+            listing = read_sass(cubin)
+            counts.update(opcode_counts(listing))
+            hmma_shapes.update(op.split(".")[1] for op in opcodes(listing) if op.startswith("HMMA."))
             kernels.extend(resources)
     except Exception as err:  # pylint: disable=broad-except
         lines = [line for line in str(err).splitlines() if line.strip()]
@@ -117,6 +121,7 @@ def build_report(sch, target) -> dict:
         "status": "built",
         "build_s": round(time.perf_counter() - started, 2),
         "sass": {name: int(counts.get(name, 0)) for name in SASS_SHOWN},
+        "hmma_shapes": dict(sorted(hmma_shapes.items())),
         "shared_bytes": int(max(dynamic, default=0) + static),
         "registers": max((k.registers for k in kernels), default=0),
         "spill_bytes": sum(k.spill_store_bytes + k.spill_load_bytes for k in kernels),
@@ -192,11 +197,11 @@ def format_report(report: dict) -> str:
     if "analyzer_agreement" in report:
         lines.append(f"built {report['built']}, errors {report['errors']}; analyzer: {report['analyzer_agreement']}")
     for index, c in enumerate(report["candidates"]):
-        head = f"[{index}] {c['family'] or 'other'} depth {c['pipeline_depth'] or '-'} | {c['geometry']}"
+        head = f"[{index}] {c['instruction'] or 'other'} depth {c['pipeline_depth'] or '-'} | {c['geometry']}"
         pred = (f"analyzer {c['analyzer_shared_bytes']} B shared, {c['analyzer_registers']:g} regs"
                 f"{', spills' if c['analyzer_spills'] else ''}")
         if c.get("status") == "built":
-            sass = " ".join(f"{k} {v}" for k, v in c["sass"].items())
+            sass = " ".join(f"{k} {v}" for k, v in c["sass"].items()) + f" (HMMA shapes {c['hmma_shapes']})"
             local = f", local memory: {c['spill_bytes']} B spilled, {c['stack_bytes']} B stack" if c["spills"] else ""
             pred += (f" | built in {c['build_s']:.0f} s: {c['shared_bytes']} B shared, {c['registers']} regs{local}"
                      f" | SASS {sass}")

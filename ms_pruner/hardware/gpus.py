@@ -51,6 +51,9 @@ class GPUSpec:
     l2_latency_cycles: int  # load-to-use latency of an L2 hit, from microbenchmark literature
     tvm_tag: Optional[str]
     notes: str = ""
+    # mma.sync m16n8k8's tensor throughput over m16n8k16's, both back to back in registers
+    # (scripts/mma_ceiling.py); 1.0 where unmeasured. WMMA's 16x16x16 compiles to m16n8k16.
+    mma_k8_relative_rate: float = 1.0
 
     @property
     def max_warps_per_sm(self) -> int:
@@ -67,6 +70,10 @@ class GPUSpec:
     def smem_gbps(self) -> float:
         """Aggregate shared-memory bandwidth of all SMs, GB/s."""
         return self.smem_bytes_per_clock_per_sm * self.sm_count * self.boost_clock_mhz * 1e6 / 1e9
+
+    def mma_shape_rate(self, mma_k: int) -> float:
+        """The share of the tensor peak an instruction of depth ``mma_k`` can reach (m16n8k8: 8)."""
+        return self.mma_k8_relative_rate if mma_k == 8 else 1.0
 
     def tensor_tflops(self, accumulate_dtype: str) -> float:
         if accumulate_dtype == "float16":
@@ -177,7 +184,9 @@ GPUS: Dict[str, GPUSpec] = {
             l1_smem_bytes_per_sm=256 * KIB,
             smem_per_block_bytes=227 * KIB,
             tvm_tag="nvidia/nvidia-h100",
-            notes="L2 bandwidth not published; 5120 B/clk assumed as on A100, x boost clock",
+            notes="L2 bandwidth not published; 5120 B/clk assumed as on A100, x boost clock; "
+                  "m16n8k8 at 476.9 of m16n8k16's 639.7 TFLOP/s on an H200 (same SM; h200/mma_ceiling.json)",
+            mma_k8_relative_rate=476.87 / 639.73,
             **_ampere_hopper_common(l2_latency_cycles=260),
         ),
         GPUSpec(
@@ -254,7 +263,8 @@ GPUS.update({
                  fp32_tflops=51.2, dram_gbps=2000.0, l2_gbps=5120 * 1.755,
                  notes="L2 bandwidth not published; 5120 B/clk assumed, x boost clock"),
         _variant("h100", name="h200", marketing_name="NVIDIA H200 141GB HBM3e (SXM)", dram_gbps=4800.0,
-                 notes="same GH100 die as H100 SXM; L2 bandwidth assumed as for H100"),
+                 notes="same GH100 die as H100 SXM; L2 bandwidth assumed as for H100; m16n8k8 at 476.9 of "
+                       "m16n8k16's 639.7 TFLOP/s here (h200/mma_ceiling.json)"),
     ]
 })
 

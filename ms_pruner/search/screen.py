@@ -158,7 +158,7 @@ class ScreenedSampler:
             budget -= size
             jobs = []  # (sketch, decisions, row, audited)
             for _ in range(size):
-                sketch = self.sketches[rng.randrange(len(self.sketches))]
+                sketch = self.sketches[self.space.pick_sketch(rng)]
                 decisions = self.draw(sketch, rng)
                 row = sketch.features(decisions)
                 self.stats["drawn"] += 1

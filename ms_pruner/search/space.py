@@ -15,6 +15,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.schedule import Schedule, Trace
 
 from ..intrinsics import register_tensor_intrinsics
+from ..space.families import sketch_family
 from ..threads import map_on_threads
 from .candidates import structural_key
 
@@ -39,11 +40,23 @@ class DesignSpace:
         self.target = context.target
         generator = context.space_generator
         self.sketches = [s.trace.simplified(remove_postproc=True) for s in generator.generate_design_space(self.mod)]
+        self.sketch_families = [sketch_family(s) for s in self.sketches]
         self.postprocs = list(generator.postprocs)
         self.mutator_probs = {m: float(p) for m, p in generator.mutator_probs.items()}
         self.verify_at = next((i for i, p in enumerate(self.postprocs) if type(p).__name__ == "VerifyGPUCode"),
                               len(self.postprocs))  # where replay_checked reads a schedule
         self.replays = (0, 0)  # (traces replay_valid replayed, those that came back valid), over its life
+
+    def pick_sketch(self, rng: random.Random) -> int:
+        """A random sketch's index, each rule family drawn as often as the others: a family's share
+        of the draws does not shrink as another family gains sketches (the mma family has six: two
+        instructions at three depths, WMMA two). With one family, MetaSchedule's uniform draw."""
+        families = sorted(set(self.sketch_families), key=str)
+        if len(families) < 2:
+            return rng.randrange(len(self.sketches))
+        family = families[rng.randrange(len(families))]
+        members = [i for i, f in enumerate(self.sketch_families) if f == family]
+        return members[rng.randrange(len(members))]
 
     def replay(self, trace, seed: int, keep_decisions: bool = True,
                decision_provider: Optional[Callable] = None):
@@ -134,7 +147,7 @@ class DesignSpace:
             if len(found) >= count:
                 break
             tally["drawn"] += 1
-            sketch = self.sketches[rng.randrange(len(self.sketches))]
+            sketch = self.sketches[self.pick_sketch(rng)]
             sch, why = self.replay_verdict(sketch, seed=rng.randrange(1, 2**30), keep_decisions=False)
             if sch is None:
                 tally["rejected"][why] += 1

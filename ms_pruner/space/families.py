@@ -8,9 +8,9 @@ rule comes first, so stock MetaSchedule never samples the second. Here each fami
 ``PostOrderApply`` of its own, and ``all`` is their ``SpaceGeneratorUnion``: the sketches of both,
 one set of postprocessors and mutators, so stock MetaSchedule and Pruner can search the same space.
 
-The mma family adds two things to TVM's rule: its sketches come at several pipeline depths
-(``PipelineDepths``), and a postprocessor drops at sampling the tilings TVM cannot lower
-(``PermutedLayoutCheck``).
+The mma family adds three things to TVM's rule: m16n8k16 intrinsics beside its m16n8k8 ones
+(``mma_k16.py``), sketches at several pipeline depths (``PipelineDepths``), and a postprocessor that
+drops at sampling the tilings TVM cannot lower (``PermutedLayoutCheck``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from tvm.target import Target
 from ..errors import UserError
 from ..hardware import spec_for_target
 from ..intrinsics import register_tensor_intrinsics
+from ..mma_k16 import k16_groups
 from .checks import PermutedLayoutCheck
 from .pipeline import PipelineDepths, outer_stage_annotation
 
@@ -52,9 +53,11 @@ def _wmma_groups() -> List[Dict[str, str]]:
 
 
 def _mma_groups() -> List[Dict[str, str]]:
-    """TVM's mma.sync m16n8k8 groups: fp16 in, fp16 or fp32 accumulators stored straight to global."""
-    return [_group(f"mma_init_m16n8k8_{acc}", "mma_load_m16n8k8_f16_A_shared_dyn", "mma_load_m16n8k8_f16_B_shared_dyn",
-                   f"mma_sync_m16n8k8_f16f16{acc}", f"mma_store_m16n8k8_{acc}_global") for acc in ("f16", "f32")]
+    """TVM's mma.sync m16n8k8 groups and the package's m16n8k16 ones (mma_k16.py): fp16 in, fp16 or
+    fp32 accumulators stored straight to global."""
+    k8 = [_group(f"mma_init_m16n8k8_{acc}", "mma_load_m16n8k8_f16_A_shared_dyn", "mma_load_m16n8k8_f16_B_shared_dyn",
+                 f"mma_sync_m16n8k8_f16f16{acc}", f"mma_store_m16n8k8_{acc}_global") for acc in ("f16", "f32")]
+    return k8 + k16_groups()
 
 
 def tiling_rule(family: str, in_union: bool = False):
@@ -174,16 +177,27 @@ def _sketches(generator, mod, target):
     return context.space_generator.generate_design_space(context.mod)
 
 
-def sketch_family(trace) -> Optional[str]:
-    """``wmma`` or ``mma`` for a trace tensorized by that family's tiling rule, else None."""
+def compute_intrinsic(trace) -> Optional[str]:
+    """The tensor intrinsic a trace's GEMM block computes with (``meta_schedule.auto_tensorize`` of a
+    ``wmma_sync``/``mma_sync`` one), or None."""
     for inst in trace.insts:
         if inst.kind.name == "Annotate" and str(inst.attrs[0]) == "meta_schedule.auto_tensorize":
             value = str(inst.inputs[1])
-            if value.startswith("wmma_sync"):
-                return "wmma"
-            if value.startswith("mma_sync"):
-                return "mma"
+            if value.startswith(("wmma_sync", "mma_sync")):
+                return value
     return None
+
+
+def sketch_family(trace) -> Optional[str]:
+    """``wmma`` or ``mma`` for a trace tensorized by that family's tiling rule, else None."""
+    intrinsic = compute_intrinsic(trace)
+    return intrinsic.split("_sync")[0] if intrinsic else None
+
+
+def mma_shape(trace) -> Optional[str]:
+    """``m16n8k8`` or ``m16n8k16``: the instruction of an mma-family trace; None for another."""
+    intrinsic = compute_intrinsic(trace)
+    return intrinsic.split("_")[2] if intrinsic and intrinsic.startswith("mma_sync") else None
 
 
 def pipeline_depth(trace) -> Optional[int]:

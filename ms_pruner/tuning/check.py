@@ -1,4 +1,4 @@
-"""``ms-pruner check``: does a run's best kernel compute what its workload asks?
+"""``ms-pruner check``: does a run's best kernel (or its N fastest) compute what its workload asks?
 
 A tuner's latency says nothing about the output, and TVM's mma rule computed wrong results before
 TVM PR #18528; every reported kernel is therefore run once more, on this machine's device, on the
@@ -16,12 +16,13 @@ from typing import List, Optional
 
 import numpy as np
 import tvm
-from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir import Schedule
 
 from ..builder import lower_candidate
-from ..database.records import best_record, mean_latency, open_database, records_for
-from ..errors import UserError
+from ..database.records import is_valid, mean_latency, open_database, records_for
+from ..errors import UserError, require_positive
 from ..hardware import resolve_target
+from ..space.families import mma_shape, sketch_family
 from ..workloads import parse_workload
 from .driver import normalized_mod
 from .reference import torch_operation
@@ -33,14 +34,16 @@ TOLERANCE = {"float32": 1e-3, "float16": 5e-2}
 
 @dataclasses.dataclass
 class OutputCheck:
-    """One run's best kernel against the exact result."""
+    """One kernel of a run against the exact result."""
 
     work_dir: str
     workload: str
-    best_latency_s: float
+    best_latency_s: float  # the kernel's recorded latency (the run's best where ``rank`` is 1)
     error: float  # max |out - exact| / max |exact|
     tolerance: float
     torch_error: Optional[float]  # torch's own, on the same inputs (None where it has no such op)
+    rank: int = 1  # 1 for the run's fastest record, 2 for the next, ...
+    instruction: Optional[str] = None  # m16n8k8, m16n8k16 or wmma; None off tensor cores
 
     @property
     def passed(self) -> bool:
@@ -50,24 +53,31 @@ class OutputCheck:
         return dict(dataclasses.asdict(self), passed=self.passed)
 
 
-def check_best(work_dir: str, spec: str, target) -> OutputCheck:
-    """Build ``work_dir``'s best record of ``spec`` for ``target`` as the builder does and check its output."""
+def check_fastest(work_dir: str, spec: str, target, top: int = 1) -> List[OutputCheck]:
+    """Build ``work_dir``'s ``top`` fastest records of ``spec`` as the builder does and check each
+    one's output on this machine's device (a new intrinsic's kernels beside the best)."""
+    require_positive("--top", top)
     workload = parse_workload(spec)
-    database = open_database(work_dir)
     mod = normalized_mod(workload.prim_func())
-    best = best_record(records_for(database, mod))
-    if best is None:
+    records = sorted((r for r in records_for(open_database(work_dir), mod) if is_valid(r)), key=mean_latency)[:top]
+    if not records:
         raise UserError(f"'{work_dir}' holds no valid record of {spec}")
-    sch = ms.tir_integration.compile_tir(database, mod, best.target)
-    executable = lower_candidate(sch.mod, best.target)
     device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
     inputs = workload.random_inputs(seed=1)
-    out = tvm.runtime.tensor(np.zeros(workload.output_shape(), dtype=workload.out_dtype), device)
-    executable(*[tvm.runtime.tensor(x, device) for x in inputs], out)
     exact = workload.reference(inputs)
-    return OutputCheck(work_dir=work_dir, workload=spec, best_latency_s=mean_latency(best),
-                       error=_error(out.numpy(), exact), tolerance=TOLERANCE.get(workload.out_dtype, 1e-3),
-                       torch_error=_torch_error(workload, inputs, exact, target))
+    torch_error = _torch_error(workload, inputs, exact, target)
+    checks = []
+    for rank, record in enumerate(records, start=1):
+        sch = Schedule(record.workload.mod)
+        record.trace.apply_to_schedule(sch, remove_postproc=False)
+        executable = lower_candidate(sch.mod, record.target)
+        out = tvm.runtime.tensor(np.zeros(workload.output_shape(), dtype=workload.out_dtype), device)
+        executable(*[tvm.runtime.tensor(x, device) for x in inputs], out)
+        checks.append(OutputCheck(work_dir=work_dir, workload=spec, best_latency_s=mean_latency(record),
+                                  error=_error(out.numpy(), exact), tolerance=TOLERANCE.get(workload.out_dtype, 1e-3),
+                                  torch_error=torch_error, rank=rank,
+                                  instruction=mma_shape(record.trace) or sketch_family(record.trace)))
+    return checks
 
 
 def compared_runs(out_dir: str) -> List[tuple]:
@@ -105,12 +115,14 @@ def cmd_check(args) -> int:
         raise UserError("--work-dir needs --workload SPEC (the workload its records are of)")
     runs = compared_runs(args.compare) if args.compare else [(args.work_dir, args.workload)]
     target = resolve_target(args.target, args.gpu, require_device=True).target
-    checks = [check_best(work_dir, spec, target) for work_dir, spec in runs]
+    checks = [c for work_dir, spec in runs for c in check_fastest(work_dir, spec, target, args.top)]
     if args.json:
         print(json.dumps([c.as_json() for c in checks]))
     for c in checks if not args.json else []:
         torch_part = f", torch {c.torch_error:.2e}" if c.torch_error is not None else ""
-        print(f"{'ok  ' if c.passed else 'FAIL'} {c.workload} {c.work_dir}: best {c.best_latency_s * 1e6:.1f} us, "
+        which = "best" if c.rank == 1 else f"#{c.rank}"
+        kind = f" ({c.instruction})" if c.instruction else ""
+        print(f"{'ok  ' if c.passed else 'FAIL'} {c.workload} {c.work_dir}: {which}{kind} {c.best_latency_s * 1e6:.1f} us, "
               f"error {c.error:.2e} (tolerance {c.tolerance:.0e}{torch_part})")
     return 0 if all(c.passed for c in checks) else 1
 
@@ -121,6 +133,7 @@ def add_check_command(sub) -> None:
     parser.add_argument("--work-dir", default=None)
     parser.add_argument("--workload", default=None, help="the workload spec the work dir tuned")
     parser.add_argument("--compare", default=None, metavar="OUT_DIR", help="every finished run of this comparison")
+    parser.add_argument("--top", type=int, default=1, help="check each run's N fastest kernels, not its best alone")
     parser.add_argument("--target", default="auto")
     parser.add_argument("--gpu", default=None)
     parser.add_argument("--json", action="store_true")
