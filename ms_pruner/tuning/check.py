@@ -16,10 +16,9 @@ from typing import List, Optional
 
 import numpy as np
 import tvm
-from tvm.s_tir import Schedule
 
 from ..builder import lower_candidate
-from ..database.records import is_valid, mean_latency, open_database, records_for
+from ..database.records import is_valid, mean_latency, open_database, records_for, replay_record
 from ..errors import UserError, require_positive
 from ..hardware import resolve_target
 from ..space.families import mma_shape, sketch_family
@@ -68,9 +67,7 @@ def check_fastest(work_dir: str, spec: str, target, top: int = 1) -> List[Output
     torch_error = _torch_error(workload, inputs, exact, target)
     checks = []
     for rank, record in enumerate(records, start=1):
-        sch = Schedule(record.workload.mod)
-        record.trace.apply_to_schedule(sch, remove_postproc=False)
-        executable = lower_candidate(sch.mod, record.target)
+        executable = lower_candidate(replay_record(record).mod, record.target)
         out = tvm.runtime.tensor(np.zeros(workload.output_shape(), dtype=workload.out_dtype), device)
         executable(*[tvm.runtime.tensor(x, device) for x in inputs], out)
         checks.append(OutputCheck(work_dir=work_dir, workload=spec, best_latency_s=mean_latency(record),

@@ -11,10 +11,10 @@ import dataclasses
 import statistics
 from typing import List, Optional
 
-from tvm.s_tir import Schedule, meta_schedule as ms
+from tvm.s_tir import meta_schedule as ms
 
 from ..builder import close_builder, make_builder, make_runner
-from ..database.records import is_valid, mean_latency, measure_candidate, open_database, records_for
+from ..database.records import is_valid, mean_latency, measure_candidate, open_database, records_for, replay_record
 from ..errors import UserError, require_positive
 
 
@@ -46,11 +46,7 @@ def remeasure(records, target, builder="pruner", runner=None, repeats: int = 1) 
     with ``repeats``, the built kernels run that many times in turn and each keeps its median, for a
     machine whose timings drift between runs."""
     require_positive("--repeat", repeats)
-    schedules = []
-    for record in records:
-        sch = Schedule(record.workload.mod)
-        record.trace.apply_to_schedule(sch, remove_postproc=False)
-        schedules.append(sch)
+    schedules = [replay_record(record) for record in records]
     owned = isinstance(builder, str)
     builder = make_builder(builder) if owned else builder
     runner = runner if runner is not None else make_runner()
