@@ -41,6 +41,10 @@ class DesignSpace:
         generator = context.space_generator
         self.sketches = [s.trace.simplified(remove_postproc=True) for s in generator.generate_design_space(self.mod)]
         self.sketch_families = [sketch_family(s) for s in self.sketches]
+        by_family = collections.defaultdict(list)
+        for index, family in enumerate(self.sketch_families):
+            by_family[family].append(index)
+        self._family_members = [by_family[f] for f in sorted(by_family, key=str)]  # pick_sketch's draw
         self.postprocs = list(generator.postprocs)
         self.mutator_probs = {m: float(p) for m, p in generator.mutator_probs.items()}
         self.verify_at = next((i for i, p in enumerate(self.postprocs) if type(p).__name__ == "VerifyGPUCode"),
@@ -51,11 +55,9 @@ class DesignSpace:
         """A random sketch's index, each rule family drawn as often as the others: a family's share
         of the draws does not shrink as another family gains sketches (the mma family has six: two
         instructions at three depths, WMMA two). With one family, MetaSchedule's uniform draw."""
-        families = sorted(set(self.sketch_families), key=str)
-        if len(families) < 2:
+        if len(self._family_members) < 2:
             return rng.randrange(len(self.sketches))
-        family = families[rng.randrange(len(families))]
-        members = [i for i, f in enumerate(self.sketch_families) if f == family]
+        members = self._family_members[rng.randrange(len(self._family_members))]
         return members[rng.randrange(len(members))]
 
     def replay(self, trace, seed: int, keep_decisions: bool = True,
