@@ -55,13 +55,6 @@ def b_register(i, j, stride):
     return ((i // K) * (stride // TILE) + j // TILE) * VALUES_PER_TILE + (j % TILE) // 8 * 4
 
 
-def c_register(i, j, stride):
-    """First register value of the m16n8 accumulator at (``i``, ``j``): TVM's m16n8k8 layout (an
-    m16n8k16 accumulator is the same fragment)."""
-    bi, bj = i // 8, j // 8
-    return ((bi // 2) * 2 * (stride // 8) + bi % 2 + bj * 2) * 2
-
-
 def a_lane_address(lane, half, row_stride):
     """Shared-memory offset lane ``lane`` gives ``ldmatrix.x4`` for half ``half`` of a 32x16 A tile:
     matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15)."""
@@ -114,6 +107,9 @@ def _load(is_b: bool):
 
 
 def _compute(out_dtype: str):
+    # The accumulator is TVM's m16n8k8 fragment (an m16n8k16 one is the same), at TVM's register index.
+    from tvm.s_tir.tensor_intrin.cuda import get_index_C  # lazy: ~23 s unless register_tensor_intrinsics imported it
+
     def widened(value):
         return value if out_dtype == "float16" else T.Cast(out_dtype, value)
 
@@ -148,7 +144,7 @@ def _compute(out_dtype: str):
                 "m16n8k16", "row", "col", "float16", "float16", out_dtype,
                 A.data, a_register(A.elem_offset // a0, A.elem_offset % a0, a0),
                 B.data, b_register(B.elem_offset // b0, B.elem_offset % b0, b0),
-                C.data, c_register(C.elem_offset // c0, C.elem_offset % c0, c0),
+                C.data, get_index_C(C.elem_offset, c0),
                 False, dtype=out_dtype))
 
     return desc, impl
