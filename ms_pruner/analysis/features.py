@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Tuple
 
-from .tir_walk import BlockInfo, ProgramInfo
+from .pipeline import fragments_indexed_at_run_time, pipeline_shape
+from .tir_walk import FRAGMENT_LOADS, FRAGMENT_STORES, MMA_INTRINSICS, BlockInfo, ProgramInfo
 
-MMA_INTRINSICS = ("tvm_mma_sync", "ptx_mma")
-FRAGMENT_LOADS = ("tvm_load_matrix_sync", "ptx_ldmatrix")
-FRAGMENT_STORES = ("tvm_store_matrix_sync", "mma_store")
 BASE_REGISTERS = 24.0  # indices, pointers and loop counters of a tiled kernel
 # A software-pipelined kernel's further registers: the shared addresses of each stage's copies and
 # ldmatrix loads and the stage counters. Set on sampled mma candidates of the 4096^3 matmul for
@@ -316,53 +314,7 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
     return kernels
 
 
-# The mma rule's pipelined reduction loop holds five statements: the two global->shared copies, then
-# the inner (fragment) pipeline's prologue, body and epilogue once InjectSoftwarePipeline has
-# expanded it. The prologue and, where the inner loop runs more than one trip, the body read the
-# shared tiles.
-PIPELINE_STATEMENTS = 5
-PROLOGUE, BODY = 2, 3
 AUTO_COPY_ROWS = 8  # rows of a warp's accumulator tile TVM's auto copy stages at a time
-
-
-def _fragment_pipeline(blocks: Sequence[BlockInfo]) -> Tuple[Optional[List[int]], int]:
-    """(stages of the pipelined loop around the fragment loads, trips of the inner fragment loop);
-    (None, 1) without a pipeline."""
-    for block in blocks:
-        if not any(name in FRAGMENT_LOADS for name in block.intrinsics):
-            continue
-        loops = block.loops[:block.own_start] if block.own_start else block.loops
-        outer = next((i for i, loop in enumerate(loops) if loop.stages), None)
-        if outer is None:
-            continue
-        inner = next((loop for loop in loops[outer + 1:] if loop.stages), None)
-        return loops[outer].stages, inner.extent if inner is not None else 1
-    return None, 1
-
-
-def pipeline_shape(blocks: Sequence[BlockInfo]) -> Tuple[int, int]:
-    """(copies of each shared operand tile, trips of the inner fragment loop) of a software-pipelined
-    kernel; (1, 1) without a pipeline. TVM's InjectSoftwarePipeline keeps a tile's copies up to the
-    stage of the last statement that reads it minus the copies' stage (0), plus one; a pipeline of
-    another shape than the mma rule's keeps at most its stage span plus one."""
-    stages, trips = _fragment_pipeline(blocks)
-    if stages is None:
-        return 1, 1
-    if len(stages) != PIPELINE_STATEMENTS:
-        return max(stages) - min(stages) + 1, trips
-    last_reader = stages[BODY] if trips > 1 else stages[PROLOGUE]
-    return last_reader - min(stages[:PROLOGUE]) + 1, trips
-
-
-def fragments_indexed_at_run_time(blocks: Sequence[BlockInfo]) -> bool:
-    """Whether the operand fragments alternate between two copies by the parity of the outer k loop:
-    the fragment loop runs once and the pipeline loads fragments a stage before the MMAs use them
-    (depth 3 and more). The copy is then chosen at run time, and ptxas keeps arrays indexed at run
-    time in local memory (the stacks of such mma kernels, docs/analyzer.md); a fragment loop of more
-    trips picks the copy by its own, unrolled, index."""
-    stages, trips = _fragment_pipeline(blocks)
-    return (stages is not None and len(stages) == PIPELINE_STATEMENTS and trips == 1
-            and stages[PROLOGUE] < stages[BODY])
 
 
 MERGE_MATCH_RANGE = 16  # TVM's MergeSharedMemoryAllocations reuses a freed buffer within this size ratio

@@ -98,7 +98,7 @@ def register_cap(features: KernelFeatures, spec: GPUSpec) -> int:
 
 def uses_local_memory(features: KernelFeatures, spec: GPUSpec) -> bool:
     """Whether ptxas will put part of the kernel in local memory: registers over the cap, or operand
-    fragments indexed at run time (``fragments_indexed_at_run_time`` in features.py)."""
+    fragments indexed at run time (``fragments_indexed_at_run_time`` in pipeline.py)."""
     return features.regs_per_thread > register_cap(features, spec) or features.local_operand_bytes > 0
 
 

@@ -32,6 +32,9 @@ WARP_INTRINSICS = (
     "mma_store",
     "mma_fill",
 )
+MMA_INTRINSICS = ("tvm_mma_sync", "ptx_mma")
+FRAGMENT_LOADS = ("tvm_load_matrix_sync", "ptx_ldmatrix")
+FRAGMENT_STORES = ("tvm_store_matrix_sync", "mma_store")
 
 
 @dataclasses.dataclass(frozen=True)

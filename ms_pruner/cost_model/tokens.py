@@ -17,7 +17,8 @@ from typing import List, Optional
 import numpy as np
 
 from ..analysis.analyzer import Estimate, StaticAnalyzer
-from ..analysis.features import FRAGMENT_LOADS, FRAGMENT_STORES, MMA_INTRINSICS, is_fragment, is_shared
+from ..analysis.features import is_fragment, is_shared
+from ..analysis.tir_walk import FRAGMENT_LOADS, FRAGMENT_STORES, MMA_INTRINSICS
 from ..analysis.tir_walk import BlockInfo, ProgramInfo
 
 PATTERNS = (
