@@ -160,8 +160,3 @@ def register_mma_k16_intrinsics() -> None:
             TensorIntrin.register(compute_name(acc), *_compute(dtype))
         TensorIntrin.register(LOAD_A, *_load(is_b=False))
 
-
-def k16_groups() -> list:
-    """The rule's intrinsic groups for fp16 in, fp16 or fp32 accumulators, stored straight to global."""
-    return [{"init": f"mma_init_m16n8k8_{acc}", "load_a": LOAD_A, "load_b": LOAD_B, "compute": compute_name(acc),
-             "store": f"mma_store_m16n8k8_{acc}_global"} for acc in ACCUMULATORS]

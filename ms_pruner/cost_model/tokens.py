@@ -18,8 +18,7 @@ import numpy as np
 
 from ..analysis.analyzer import Estimate, StaticAnalyzer
 from ..analysis.features import is_fragment, is_shared
-from ..analysis.tir_walk import FRAGMENT_LOADS, FRAGMENT_STORES, MMA_INTRINSICS
-from ..analysis.tir_walk import BlockInfo, ProgramInfo
+from ..analysis.tir_walk import FRAGMENT_LOADS, FRAGMENT_STORES, MMA_INTRINSICS, BlockInfo, ProgramInfo
 
 PATTERNS = (
     "copy_global_to_shared",

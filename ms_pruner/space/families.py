@@ -23,7 +23,7 @@ from tvm.target import Target
 from ..errors import UserError
 from ..hardware import spec_for_target
 from ..intrinsics import register_tensor_intrinsics
-from ..mma_k16 import k16_groups
+from ..mma_k16 import ACCUMULATORS, LOAD_A, LOAD_B, compute_name
 from .checks import PermutedLayoutCheck
 from .pipeline import PipelineDepths, outer_stage_annotation
 
@@ -57,7 +57,9 @@ def _mma_groups() -> List[Dict[str, str]]:
     fp32 accumulators stored straight to global."""
     k8 = [_group(f"mma_init_m16n8k8_{acc}", "mma_load_m16n8k8_f16_A_shared_dyn", "mma_load_m16n8k8_f16_B_shared_dyn",
                  f"mma_sync_m16n8k8_f16f16{acc}", f"mma_store_m16n8k8_{acc}_global") for acc in ("f16", "f32")]
-    return k8 + k16_groups()
+    k16 = [_group(f"mma_init_m16n8k8_{acc}", LOAD_A, LOAD_B, compute_name(acc), f"mma_store_m16n8k8_{acc}_global")
+           for acc in ACCUMULATORS]
+    return k8 + k16
 
 
 def tiling_rule(family: str, in_union: bool = False):
