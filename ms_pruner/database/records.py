@@ -140,6 +140,11 @@ def best_record(records):
     return min(valid, key=mean_latency) if valid else None
 
 
+def fastest_records(records, top: int) -> list:
+    """The ``top`` fastest valid records, fastest first."""
+    return sorted((r for r in records if is_valid(r)), key=mean_latency)[:top]
+
+
 @dataclasses.dataclass
 class TraceSummary:
     """The decisions that distinguish one tensor-core/CPU schedule from another."""

@@ -18,7 +18,7 @@ import numpy as np
 import tvm
 
 from ..builder import lower_candidate
-from ..database.records import is_valid, mean_latency, open_database, records_for, replay_record
+from ..database.records import fastest_records, mean_latency, open_database, records_for, replay_record
 from ..errors import UserError, require_positive
 from ..hardware import resolve_target
 from ..space.families import mma_shape, sketch_family
@@ -58,7 +58,7 @@ def check_fastest(work_dir: str, spec: str, target, top: int = 1) -> List[Output
     require_positive("--top", top)
     workload = parse_workload(spec)
     mod = normalized_mod(workload.prim_func())
-    records = sorted((r for r in records_for(open_database(work_dir), mod) if is_valid(r)), key=mean_latency)[:top]
+    records = fastest_records(records_for(open_database(work_dir), mod), top)
     if not records:
         raise UserError(f"'{work_dir}' holds no valid record of {spec}")
     device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)

@@ -14,7 +14,7 @@ from typing import List, Optional
 from tvm.s_tir import meta_schedule as ms
 
 from ..builder import close_builder, make_builder, make_runner
-from ..database.records import is_valid, mean_latency, measure_candidate, open_database, records_for, replay_record
+from ..database.records import fastest_records, mean_latency, measure_candidate, open_database, records_for, replay_record
 from ..errors import UserError, require_positive
 
 
@@ -35,10 +35,10 @@ class Remeasured:
 def best_records(work_dir: str, target, top: int) -> List:
     """The ``top`` fastest valid records of ``work_dir`` tuned for ``target``."""
     require_positive("--top", top)
-    records = [r for r in records_for(open_database(work_dir), target=target) if is_valid(r)]
+    records = fastest_records(records_for(open_database(work_dir), target=target), top)
     if not records:
         raise UserError(f"'{work_dir}' holds no valid record for target {target}")
-    return sorted(records, key=mean_latency)[:top]
+    return records
 
 
 def remeasure(records, target, builder="pruner", runner=None, repeats: int = 1) -> List[Remeasured]:
