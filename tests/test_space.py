@@ -223,8 +223,8 @@ def test_sampled_mma_candidates_build_with_async_copies_as_the_analyzer_predicts
         assert min(c["sass"][name] for name in ("HMMA", "LDSM", "LDGSTS")) > 0, c
         assert list(c["hmma_shapes"]) == [{"m16n8k8": "1688", "m16n8k16": "16816"}[c["instruction"]]], c
         assert c["analyzer_shared_bytes"] == c["shared_bytes"], c
-    # The spill call misses where ptxas decides at the margin (a count within a few registers of the
-    # cap; loops left rolled, whose fragments it indexes at run time): docs/space.md's table.
+    # The spill call misses where ptxas decides at the margin (a count within a register of the cap;
+    # small tiles whose count the estimate puts above what ptxas needs): docs/space.md's table.
     assert sum(c["analyzer_spills"] == c["spills"] for c in candidates) >= 30
     assert {c["spills"] for c in candidates} == {True, False}
 
