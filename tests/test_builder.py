@@ -73,7 +73,7 @@ def test_the_mma_index_maps_equal_tvms():
 @pytest.mark.slow
 def test_mma_candidates_build_in_the_builders_own_workers(tensor_intrinsics):
     """A worker process never imports tensor_intrin, so nothing but the builder registers the mma
-    lowering's index maps there; before it did, every mma candidate failed in the workers
+    lowering's index maps there (for m16n8k8 and m16n8k16 candidates alike); before it did, every mma candidate failed in the workers
     ("index_map_func.has_value()") while lowering in this process passed."""
     import tvm
 
@@ -82,6 +82,7 @@ def test_mma_candidates_build_in_the_builders_own_workers(tensor_intrinsics):
     mod = tvm.IRModule({"main": parse_workload("matmul:1024x1024x1024:float16:float32").prim_func()})
     _, target, generator = tuning_space("mma", mod, get_gpu_spec("h100").target())
     schedules = DesignSpace(mod, target, generator).sample(2, seed=3)
+    assert sorted("m16n8k16" in str(s.trace) for s in schedules) == [False, True]  # both instructions
     results = _build(make_builder("pruner", max_workers=1), target, schedules)
     assert [r.error_msg for r in results] == [None, None]
 

@@ -242,9 +242,11 @@ class _KernelTally:
         stream = _copy_stream(block, src, dst, self.warp_size, self.threads)
         self.copies.append(stream)
         if is_shared(dst.scope):
-            tiles = self.staging_tiles if is_fragment(src.scope) else self.operand_tiles
+            staged = is_fragment(src.scope)
+            tiles = self.staging_tiles if staged else self.operand_tiles
             copies_kept = self.versions if any(loop.pipelined for loop in block.loops[:block.own_start]) else 1
-            tiles[dst.buffer] = max(tiles.get(dst.buffer, 0.0), copies_kept * block.own_extent
+            side_by_side = _warp_tiles(block) if staged else 1
+            tiles[dst.buffer] = max(tiles.get(dst.buffer, 0.0), copies_kept * block.own_extent * side_by_side
                                     * dst.elements * dst.dtype_bytes * block.pad_ratio)
             self.s_write += stream.bytes_total
             self.main_trips = max(self.main_trips, _outer_serial_trips(block))
@@ -321,16 +323,33 @@ MERGE_MATCH_RANGE = 16  # TVM's MergeSharedMemoryAllocations reuses a freed buff
 
 
 def merged_shared_bytes(operand_tiles: Dict[str, float], staging_tiles: Dict[str, float]) -> float:
-    """Shared bytes a block allocates once TVM has merged its buffers: the output staging lives after
-    the main loop's operand tiles and takes the place of one of them where TVM's allocator reuses it
-    (a freed buffer at least as large and at most ``MERGE_MATCH_RANGE`` times larger), else it is
-    allocated beside them. Checked on pipelined mma kernels (docs/space.md); a WMMA kernel keeps the
-    larger of its two sums, the measure the screen's limits were fitted with."""
+    """Shared bytes a block allocates once TVM has merged its buffers (MergeSharedMemoryAllocations):
+    the output staging lives after the main loop's operand tiles, so it takes the place of a freed
+    one at least as large and at most ``MERGE_MATCH_RANGE`` times larger; failing that, of the
+    largest smaller ones, as many as it takes to hold it; failing that, it is allocated beside them.
+    Checked on pipelined mma kernels (docs/space.md); a WMMA kernel keeps the larger of its two
+    sums, the measure the screen's limits were fitted with."""
     operands, staging = sum(operand_tiles.values()), sum(staging_tiles.values())
     if not operands or not staging:
         return max(operands, staging)
-    reused = any(staging <= size <= MERGE_MATCH_RANGE * staging for size in operand_tiles.values())
-    return max(operands, staging) if reused else operands + staging
+    if any(staging <= size <= MERGE_MATCH_RANGE * staging for size in operand_tiles.values()):
+        return operands
+    taken = 0.0
+    for size in sorted((s for s in operand_tiles.values() if s < staging), reverse=True):
+        taken += size
+        if taken >= staging:
+            break
+    return operands - taken + max(staging, taken)
+
+
+def _warp_tiles(block: BlockInfo) -> int:
+    """Warps whose fragment tiles a copy inside the warp's loop puts side by side in one shared
+    buffer (the mma epilogue's tile, docs/space.md): the extents of the threadIdx.y/z loops around it."""
+    tiles = 1
+    for loop in block.loops[: block.own_start]:
+        if loop.thread in ("threadIdx.y", "threadIdx.z"):
+            tiles *= loop.extent
+    return tiles
 
 
 def _auto_copy_staging(src, dst, warps: int) -> float:

@@ -26,6 +26,8 @@ import os
 import tvm_ffi
 from tvm.support import nvcc
 
+from .cuda_source_fix import register_cuda_source_fix
+
 COMPILE_MODE_ENV = "TVM_CUDA_COMPILE_MODE"
 CALLBACK_NAME = "tvm_callback_cuda_compile"
 
@@ -59,10 +61,12 @@ def cuda_compile_scope(target, use_nvcc: bool = True):
     """Context for ``tvm.compile``/``compile_relax``: for a CUDA target, the target as
     ``Target.current()`` (the arch the callback compiles for) and, with ``use_nvcc``, our callback
     (``compile_callback``), unless ``TVM_CUDA_COMPILE_MODE`` (``nvrtc`` with cuda-bindings installed,
-    or ``nvcc``) chose TVM's own; a no-op for other targets."""
+    or ``nvcc``) chose TVM's own; and the fix to TVM's CUDA source (``cuda_source_fix``) registered.
+    A no-op for other targets."""
     if target.kind.name != "cuda":
         yield
         return
+    register_cuda_source_fix()
     with contextlib.ExitStack() as stack:
         if use_nvcc and not os.environ.get(COMPILE_MODE_ENV):
             stack.enter_context(compile_callback(compile_with_nvcc))

@@ -8,9 +8,10 @@ rule comes first, so stock MetaSchedule never samples the second. Here each fami
 ``PostOrderApply`` of its own, and ``all`` is their ``SpaceGeneratorUnion``: the sketches of both,
 one set of postprocessors and mutators, so stock MetaSchedule and Pruner can search the same space.
 
-The mma family adds three things to TVM's rule: m16n8k16 intrinsics beside its m16n8k8 ones
-(``mma_k16.py``), sketches at several pipeline depths (``PipelineDepths``), and a postprocessor that
-drops at sampling the tilings TVM cannot lower (``PermutedLayoutCheck``).
+The mma family adds four things to TVM's rule: m16n8k16 intrinsics beside its m16n8k8 ones
+(``mma_k16.py``), sketches at several pipeline depths (``PipelineDepths``), a fused epilogue that
+lowers (``EpilogueAfterFragmentStore``), and a postprocessor that drops at sampling the tilings TVM
+cannot lower (``PermutedLayoutCheck``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..hardware import spec_for_target
 from ..intrinsics import register_tensor_intrinsics
 from ..mma_k16 import ACCUMULATORS, LOAD_A, LOAD_B, compute_name
 from .checks import PermutedLayoutCheck
+from .epilogue import EpilogueAfterFragmentStore
 from .pipeline import PipelineDepths, outer_stage_annotation
 
 SPACES = ("auto", "wmma", "mma", "all")
@@ -87,6 +89,8 @@ def family_rules(family: str, in_union: bool = False) -> list:
     if family not in FAMILIES:
         raise UserError(f"unknown rule family '{family}'; choose one of {', '.join(FAMILIES)}")
     cuda = list(ms.ScheduleRule.create("cuda"))
+    if family == "mma":
+        cuda = [EpilogueAfterFragmentStore(r) if isinstance(r, ms.schedule_rule.AutoInline) else r for r in cuda]
     return [cuda[0], tiling_rule(family, in_union), *cuda[1:]]
 
 
