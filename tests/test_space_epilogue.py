@@ -14,7 +14,7 @@ EPILOGUE_GEMMS = ("dense_bias:2048x3072x768:float16:float32", "dense_bias_relu:2
 
 @pytest.mark.parametrize("spec", EPILOGUE_GEMMS)
 def test_a_fused_epilogue_gemm_samples_mma_candidates_the_analyzer_reads_exactly(tensor_intrinsics, spec):
-    """Before EpilogueAfterFragmentStore not one of 200 mma draws of these GEMMs was valid (TVM's
+    """Before EpilogueAfterFragmentStore no mma draw of these GEMMs was valid (TVM's
     auto copy of the fragments took the inlined bias: "Multiple buffer read"). Now the draws lower
     as two kernels, the GEMM's and a 32-thread epilogue, and the analyzer predicts the GEMM's shared
     memory to the byte (its result tile reuses the freed operand tiles)."""

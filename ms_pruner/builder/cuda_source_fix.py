@@ -5,7 +5,7 @@ one in a ``uint4``, and writes a vector built from eight values as ``make_longlo
 ``make_uint4(a, ..., h)``, which take four, so nvcc stops ("too many arguments in function call").
 The mma rule's permuted shared layout makes such vectors where the simplifier cannot prove the
 swizzle of a 16-byte copy one value for all its lanes (the swizzled index, and the fp16 values then
-gathered with it): on the 2048x3072x768 GEMMs of BERT 2 of 8 sampled mma candidates failed so
+gathered with it): on the 2048x3072x768 GEMMs of BERT 7 of 16 sampled mma candidates failed so
 (``ms-pruner space --build``). The code that reads such a vector takes lanes 2i and 2i+1 as the low
 and high half of its i-th 8-byte (4-byte) word (``((int2*)(&(v.x)))->y``, ``((half2*)(&(v.x)))->y``),
 so the fix builds it that way, through ``int2`` and ``half2``.
