@@ -97,3 +97,37 @@ def test_eight_lane_vectors_compile_once_fixed(tmp_path):
     assert shutil.which("nvcc")
     assert not compiles(EIGHT_LANES)  # TVM's source as it comes
     assert compiles(fix_eight_lane_vectors(EIGHT_LANES))
+
+
+def test_a_reduction_after_the_gemm_is_left_to_autoinline(tensor_intrinsics):
+    """Only an elementwise consumer becomes the epilogue kernel: a row sum of the GEMM's result (a
+    reduction, whose loops the epilogue's fuse and bind cannot take) is left to AutoInline, and the
+    design space is made (an error in the rule would end it, and tuning with it)."""
+    import tvm
+    from tvm import te
+
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search.space import DesignSpace
+    from ms_pruner.space import sketch_family, tuning_space
+
+    a = te.placeholder((1024, 1024), "float16", name="A")
+    b = te.placeholder((1024, 1024), "float16", name="B")
+    k = te.reduce_axis((0, 1024), name="k")
+    c = te.compute((1024, 1024), lambda i, j: te.sum(a[i, k].astype("float32") * b[k, j].astype("float32"), axis=k), name="C")
+    r = te.reduce_axis((0, 1024), name="r")
+    rows = te.compute((1024,), lambda i: te.sum(c[i, r], axis=r), name="rows")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, b, rows])})
+    _, target, generator = tuning_space("mma", mod, get_gpu_spec("h100").target())
+    space = DesignSpace(mod, target, space=generator)
+    assert "mma" in {sketch_family(s) for s in space.sketches}
+    assert not any(_epilogue_split(inst) for s in space.sketches for inst in s.insts)
+    gemm_then_add = _space(EPILOGUE_GEMMS[0], "mma")[2]  # the control: there the split is made
+    assert any(_epilogue_split(inst) for s in gemm_then_add.sketches for inst in s.insts)
+
+
+def _epilogue_split(inst) -> bool:
+    """Whether ``inst`` is the epilogue kernel's split of its loops into blocks, 32 lanes and 4-vectors."""
+    if inst.kind.name != "Split":
+        return False
+    factors = [getattr(x, "value", None) for x in inst.inputs[1:]]
+    return factors[-2:] == [32, 4]

@@ -15,7 +15,7 @@ from registers only the owner holds, so the epilogue cannot read the fragments i
 block (what MemHammer then reads is the GEMM's own width), each thread one 4-element vector: the
 GEMM writes its fp32 (fp16) result, the epilogue reads it back with the bias and writes the output.
 Any consumer after it (a ReLU) is inlined into it as AutoInline does. Blocks that do not read an mma
-fragment store are left to AutoInline.
+fragment store, and reductions that do, are left to AutoInline.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ from typing import Optional
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
+from tvm.s_tir.schedule import ScheduleError
+
+from .pipeline import is_reduction
 
 ACCUMULATOR_SCOPE = "m16n8k8.matrixC"
 WARP_THREADS = 32
@@ -63,11 +66,14 @@ class EpilogueAfterFragmentStore(PyScheduleRule):
         self.inline._initialize_with_tune_context(context)  # pylint: disable=protected-access
 
     def apply(self, sch, block) -> list:
-        store = fragment_store(sch, block)
-        if store is None:
+        if is_reduction(sch, block) or fragment_store(sch, block) is None:
             return list(self.inline.apply(sch, block))
-        epilogue_kernel(sch, block)
-        return [sch]
+        kernel = sch.copy()
+        try:
+            epilogue_kernel(kernel, block)
+        except ScheduleError:  # a consumer this binding does not fit: left to AutoInline (no valid mma draw)
+            return list(self.inline.apply(sch, block))
+        return [kernel]
 
     def clone(self):
         return EpilogueAfterFragmentStore(self.inline.clone())

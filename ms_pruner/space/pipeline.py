@@ -74,7 +74,7 @@ class PipelineDepths(PyScheduleRule):
         self.inner._initialize_with_tune_context(context)  # pylint: disable=protected-access
 
     def apply(self, sch, block) -> list:
-        drop_unpipelined = self.only_pipelined and _is_reduction(sch, block)
+        drop_unpipelined = self.only_pipelined and is_reduction(sch, block)
         spaces = []
         for space in self._inner_spaces(sch, block):
             variants = self._at_depths(space)
@@ -115,6 +115,6 @@ class PipelineDepths(PyScheduleRule):
         return PipelineDepths(self.inner.clone(), self.depths, self.only_pipelined)
 
 
-def _is_reduction(sch, block) -> bool:
+def is_reduction(sch, block) -> bool:
     """Whether ``block`` reduces (the blocks the tiling rules tile)."""
     return any(int(var.iter_type) == REDUCTION_ITER for var in sch.get(block).iter_vars)
