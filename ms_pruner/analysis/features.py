@@ -242,11 +242,9 @@ class _KernelTally:
         stream = _copy_stream(block, src, dst, self.warp_size, self.threads)
         self.copies.append(stream)
         if is_shared(dst.scope):
-            staged = is_fragment(src.scope)
-            tiles = self.staging_tiles if staged else self.operand_tiles
+            tiles = self.staging_tiles if is_fragment(src.scope) else self.operand_tiles
             copies_kept = self.versions if any(loop.pipelined for loop in block.loops[:block.own_start]) else 1
-            side_by_side = _warp_tiles(block) if staged else 1
-            tiles[dst.buffer] = max(tiles.get(dst.buffer, 0.0), copies_kept * block.own_extent * side_by_side
+            tiles[dst.buffer] = max(tiles.get(dst.buffer, 0.0), copies_kept * block.own_extent
                                     * dst.elements * dst.dtype_bytes * block.pad_ratio)
             self.s_write += stream.bytes_total
             self.main_trips = max(self.main_trips, _outer_serial_trips(block))
@@ -340,16 +338,6 @@ def merged_shared_bytes(operand_tiles: Dict[str, float], staging_tiles: Dict[str
         if taken >= staging:
             break
     return operands - taken + max(staging, taken)
-
-
-def _warp_tiles(block: BlockInfo) -> int:
-    """Warps whose fragment tiles a copy inside the warp's loop puts side by side in one shared
-    buffer (the mma epilogue's tile, docs/space.md): the extents of the threadIdx.y/z loops around it."""
-    tiles = 1
-    for loop in block.loops[: block.own_start]:
-        if loop.thread in ("threadIdx.y", "threadIdx.z"):
-            tiles *= loop.extent
-    return tiles
 
 
 def _auto_copy_staging(src, dst, warps: int) -> float:
