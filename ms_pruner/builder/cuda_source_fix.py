@@ -55,33 +55,28 @@ def _arguments(source: str, start: int) -> Tuple[List[str], int]:
     raise ValueError("unbalanced parentheses in generated CUDA source")
 
 
-def _replace_calls(source: str, call: str, helper: str) -> Tuple[str, bool]:
-    """``source`` with each eight-argument ``call`` made a call of ``helper``; whether one was."""
-    out, position, fixed = [], 0, False
+def _replace_calls(source: str, call: str, helper: str) -> str:
+    """``source`` with each eight-argument ``call`` made a call of ``helper``."""
+    out, position = [], 0
     while True:
         found = source.find(call, position)
         if found < 0:
             break
         arguments, end = _arguments(source, found + len(call) - 1)
         out.append(source[position:found])
-        if len(arguments) == 8:
-            out.append(f"{helper}({','.join(arguments)})")
-            fixed = True
-        else:
-            out.append(source[found:end])
+        out.append(f"{helper}({','.join(arguments)})" if len(arguments) == 8 else source[found:end])
         position = end
     out.append(source[position:])
-    return "".join(out), fixed
+    return "".join(out)
 
 
 def fix_eight_lane_vectors(source: str) -> str:
     """``source`` with each eight-argument ``make_longlong4``/``make_uint4`` built by a helper
     defined before the first kernel; unchanged where there is none."""
-    text, fixed = source, False
+    text = source
     for call, (helper, *_) in EIGHT_LANE_CALLS.items():
-        text, replaced = _replace_calls(text, call, helper)
-        fixed = fixed or replaced
-    if not fixed:
+        text = _replace_calls(text, call, helper)
+    if text == source:
         return source
     kernel = text.find('extern "C" __global__')
     kernel = kernel if kernel >= 0 else 0
