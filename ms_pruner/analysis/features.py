@@ -48,6 +48,7 @@ class CopyStream:
     shared_wavefronts_per_request: float  # shared-memory passes one warp request needs (banks)
     address_divisions: int = 0  # divisions by non-power-of-two constants per request (im2col indices)
     outer_trips: int = 1  # serial trips around the copy: how many times one block runs it
+    synchronous: bool = False  # a global->shared copy that cannot be a cp.async (a gathered swizzle, swizzle.py)
 
 
 @dataclasses.dataclass
@@ -146,17 +147,21 @@ def _copy_stream(block: BlockInfo, src, dst, warp_size: int, block_threads: int 
 def _auto_copy_stream(block: BlockInfo, src, dst, warp_size: int, block_threads: int) -> CopyStream:
     """A copy TVM lowers for all the block's threads (``auto_copy``): each thread moves ``lanes``
     contiguous elements at a time, so a warp request spans whole 128-byte lines; into the mma rule's
-    permuted layout and out of its accumulators the shared side is free of bank conflicts."""
+    permuted layout and out of its accumulators the shared side is free of bank conflicts. A gathered
+    permuted copy (swizzle.py) is synchronous, and one element a request where its load is guarded."""
     lanes, elem = block.auto_copy_lanes, dst.dtype_bytes
     bytes_total = block.executions * dst.elements * elem
-    per_request = lanes * elem * warp_size
     tile_trips = max(1, -(-dst.elements // max(1, block_threads * lanes)))
+    if block.gathered and block.guarded:
+        lanes = 1
+    per_request = lanes * elem * warp_size
     return CopyStream(
         name=block.name, src_scope=src.scope, dst_scope=dst.scope, bytes_total=bytes_total, elem_bytes=elem,
-        vector_lanes=lanes, warp_instructions=bytes_total / per_request, serial_iters=tile_trips,
+        vector_lanes=lanes, warp_instructions=bytes_total / per_request, serial_iters=tile_trips * block.auto_copy_lanes // lanes,
         unrolled=any(loop.unroll_max_step >= tile_trips for loop in block.loops),
-        sector_efficiency=1.0, lines_per_request=per_request / 128.0,
-        shared_wavefronts_per_request=per_request / 128.0, outer_trips=_outer_serial_trips(block),
+        sector_efficiency=1.0, lines_per_request=max(1.0, per_request / 128.0),
+        shared_wavefronts_per_request=max(1.0, per_request / 128.0), outer_trips=_outer_serial_trips(block),
+        address_divisions=block.address_divisions, synchronous=block.gathered,
     )
 
 

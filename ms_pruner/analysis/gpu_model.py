@@ -119,10 +119,13 @@ def _pipelined_wait_share(features: KernelFeatures, trips: int) -> float:
     With S copies of each operand tile the asynchronous copy of tile t + S - 1 is in flight while
     tile t is computed, so a copy has S - 1 tiles' compute to arrive in: a trip waits at most
     1 / (S - 1) of the round trip. The copies and their barriers run once per tile, which may span
-    several trips of the fragment loop (its inner reduction loop)."""
+    several trips of the fragment loop (its inner reduction loop). A synchronous fetch (a gathered
+    swizzle, swizzle.py) stores to shared memory only when its loads are back, before the barrier
+    ahead of the compute: its round trip is waited for whole, however many stages there are."""
     fetches = [c for c in features.copies if c.src_scope == "global" and is_shared(c.dst_scope)]
     tiles = min((c.outer_trips for c in fetches), default=trips)
-    return min(1.0, tiles / max(1, trips)) / max(1, features.pipeline_stages - 1)
+    hidden_by = 1 if any(c.synchronous for c in fetches) else max(1, features.pipeline_stages - 1)
+    return min(1.0, tiles / max(1, trips)) / hidden_by
 
 
 def estimate_kernel(features: KernelFeatures, spec: GPUSpec, max_smem: Optional[int] = None) -> KernelEstimate:

@@ -96,6 +96,17 @@ def address_divisions(realize, store, loops, loop_vars, own_start: int) -> int:
     return len(found)
 
 
+def element_divisions(exprs: Sequence, own_vars: Sequence) -> int:
+    """Distinct divisions by non-powers of two in ``exprs`` whose dividend reads one of ``own_vars``
+    (the loops of a copy that computes its index one element at a time), each counted once."""
+    own = {_key(var) for var in own_vars}
+    found: set = set()
+    memo: Dict[int, bool] = {}
+    for expr in exprs:
+        _collect_divisions(expr, own, found, memo)
+    return len(found)
+
+
 _BINARY = ("Add", "Sub", "Mul", "FloorDiv", "FloorMod", "Div", "Mod", "Min", "Max")
 
 

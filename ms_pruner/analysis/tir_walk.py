@@ -16,6 +16,7 @@ from tvm.tirx.analysis import undefined_vars
 
 from .access import WarpAccess, _int, _shape, dtype_bytes, index_strides
 from .copies import COPY_MEMORY, CopyMemory
+from .swizzle import permuted_copy_facts
 
 LOOP_KINDS = {0: "serial", 1: "parallel", 2: "vectorized", 3: "unrolled", 4: "thread"}
 AUTO_COPY_VECTOR_BYTES = 16
@@ -81,6 +82,8 @@ class BlockInfo:
     permuted: bool = False  # a global->shared copy into the mma rule's permuted (swizzled, unpadded) layout
     auto_copy_lanes: int = 0  # an ``auto_copy`` block (lowered by TVM for all its threads): its vector lanes
     cooperative_threads: int = 1  # threads of the enclosing bindings that share one execution (an auto copy's)
+    gathered: bool = False  # a permuted copy whose swizzled index keeps the vector lane: synchronous (swizzle.py)
+    guarded: bool = False  # an auto copy storing an ``if_then_else`` (a padded input's bounds test)
 
     @property
     def executions(self) -> float:
@@ -224,6 +227,9 @@ class _Walker:
         )
         if block.annotations and block.annotations.get("auto_copy", None) is not None:
             info.auto_copy_lanes, info.cooperative_threads = self._auto_copy(realize, block, writes)
+            if info.permuted and writes:
+                facts = permuted_copy_facts(block.body, writes[0].shape, self.loops, info.auto_copy_lanes)
+                info.gathered, info.guarded, info.address_divisions = facts
         self.blocks.append(info)
         nested: List[int] = []
         self._scan(block.body, info, nested)

@@ -69,3 +69,16 @@ def opcode_counts(listing: str) -> Dict[str, int]:
     """Instructions of each family in ``COUNTED`` (the opcode before its first dot), every family listed."""
     counts = collections.Counter(op.split(".")[0] for op in opcodes(listing))
     return {name: int(counts.get(name, 0)) for name in COUNTED}
+
+
+def tensor_kernel_counts(listing: str) -> Dict[str, int]:
+    """``opcode_counts`` over the kernels of a listing that issue HMMA (a GEMM's, not the separate
+    epilogue kernel beside it): their global loads (LDG) are copies that did not become cp.async."""
+    kernels = re.split(r"^\s*Function : .*$", listing, flags=re.MULTILINE)[1:]
+    counts: Dict[str, int] = collections.Counter()
+    for kernel in kernels:
+        found = opcode_counts(kernel)
+        if found["HMMA"]:
+            counts.update(found)
+    return {name: int(counts.get(name, 0)) for name in COUNTED}
+

@@ -21,7 +21,7 @@ from ..analysis.geometry import geometry_name, kernel_geometry
 from ..analysis.gpu_model import uses_local_memory
 from ..builder import cuda_sources, default_max_workers
 from ..builder.resources import allocated_shared_bytes, cuda_source_compile
-from ..builder.sass import opcode_counts, opcodes, read_sass
+from ..builder.sass import opcode_counts, opcodes, read_sass, tensor_kernel_counts
 from ..builder.worker import lowered_tir
 from ..errors import UserError
 from ..hardware import get_gpu_spec
@@ -92,6 +92,7 @@ def describe(sch, analyzer) -> dict:
         "analyzer_shared_bytes": int(max((f.smem_per_block for f in features), default=0)),
         "analyzer_registers": round(max((f.regs_per_thread for f in features), default=0.0), 1),
         "analyzer_spills": any(uses_local_memory(f, spec) for f in features),
+        "analyzer_synchronous_copies": sum(c.synchronous for f in features for c in f.copies),
         "accumulator_bytes": int(max((f.acc_fragments_per_warp * f.mma_m * f.mma_n * f.acc_dtype_bytes / spec.warp_size
                                       for f in features), default=0)),
     }
@@ -104,12 +105,14 @@ def build_report(sch, target) -> dict:
         sources = cuda_sources(sch.mod, target, use_nvcc=False)
         dynamic = allocated_shared_bytes(lowered_tir(sch.mod, target))
         counts: Dict[str, int] = collections.Counter()
+        tensor_ldg = 0
         hmma_shapes: Dict[str, int] = collections.Counter()
         kernels = []
         for source in sources:
             cubin, resources = cuda_source_compile(source, str(target.attrs["arch"]))
             listing = read_sass(cubin)
             counts.update(opcode_counts(listing))
+            tensor_ldg += tensor_kernel_counts(listing)["LDG"]
             hmma_shapes.update(op.split(".")[1] for op in opcodes(listing) if op.startswith("HMMA."))
             kernels.extend(resources)
     except Exception as err:  # pylint: disable=broad-except
@@ -122,6 +125,7 @@ def build_report(sch, target) -> dict:
         "build_s": round(time.perf_counter() - started, 2),
         "sass": {name: int(counts.get(name, 0)) for name in SASS_SHOWN},
         "hmma_shapes": dict(sorted(hmma_shapes.items())),
+        "tensor_kernel_ldg": tensor_ldg,
         "shared_bytes": int(max(dynamic, default=0) + static),
         "registers": max((k.registers for k in kernels), default=0),
         "spill_bytes": sum(k.spill_store_bytes + k.spill_load_bytes for k in kernels),
@@ -176,13 +180,18 @@ def space_report(query: SpaceQuery) -> dict:
 
 
 def agreement(candidates: List[dict]) -> dict:
-    """How often the analyzer's shared bytes and spill call match the compiled kernels'."""
+    """How often the analyzer's shared bytes, spill call and (mma family: every copy is a cp.async
+    but a gathered one) synchronous copies match the compiled kernels'."""
     built = [c for c in candidates if c.get("status") == "built"]
+    mma = [c for c in built if c["family"] == "mma"]
     return {
         "built": len(built),
         "shared_bytes_exact": sum(c["analyzer_shared_bytes"] == c["shared_bytes"] for c in built),
         "spill_agrees": sum(c["analyzer_spills"] == c["spills"] for c in built),
         "spilling": sum(c["spills"] for c in built),
+        "mma_synchronous_copy_agrees": sum((c["analyzer_synchronous_copies"] > 0) == (c["tensor_kernel_ldg"] > 0)
+                                           for c in mma),
+        "mma_with_synchronous_copies": sum(c["tensor_kernel_ldg"] > 0 for c in mma),
     }
 
 
