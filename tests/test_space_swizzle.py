@@ -11,9 +11,14 @@ from test_space import _space
 
 GEMM = "matmul:2048x3072x768:float16:float32"
 CONV = "conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32"
-# Rows of 768 elements, which a rule "rows of a power of two stay vectors" would call gathered and
-# TVM lowers as one 16-byte cp.async a thread: block tile 32 x 768 over 12 warps, k tile 32.
-WIDE_ROWS_TILES = ((32, 2, 1, 1, 2), (2, 2, 12, 8, 1), (24, 2, 1))
+# Block tiles 32 x 768 (k tile 32) over 12, 6, 4 and 3 warps: whether the B copy's rows of 768
+# elements gather depends on the warps, not on the row alone (a rule "rows of a power of two stay
+# vectors" calls them all gathered); True where it does.
+WIDE_ROWS = {12: False, 6: False, 4: True, 3: False}
+
+
+def _wide_rows_tiles(warps):
+    return (32, 2, 1, 1, 2), (2, 2, warps, 96 // warps, 1), (24, 2, 1)
 
 
 @pytest.mark.parametrize("rows, width, threads, gathered", [
@@ -55,9 +60,10 @@ def _copy_predictions(sch) -> dict:
     return {b.reads[0].buffer: b.gathered for b in blocks if b.permuted}
 
 
+@pytest.mark.slow
 def test_the_analyzer_predicts_which_copies_lowering_leaves_synchronous(tensor_intrinsics):
     """Each swizzled global->shared copy of sampled GEMM and conv2d candidates (and the wide-row
-    tiling above) is a cp.async in TVM's lowered code exactly where the analyzer does not call it
+    tilings above) is a cp.async in TVM's lowered code exactly where the analyzer does not call it
     gathered; both kinds occur, and a gathered conv2d input copy is charged one element a request."""
     from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.builder.worker import lowered_tir
@@ -67,9 +73,10 @@ def test_the_analyzer_predicts_which_copies_lowering_leaves_synchronous(tensor_i
         _, target, space = _space(spec, "mma")
         schedules = space.sample(count, seed=seed, max_attempts=40 * count)
         if spec == GEMM:
-            wide = _with_tiles(space, schedules[0], WIDE_ROWS_TILES)
-            assert wide is not None and _copy_predictions(wide) == {"A": False, "B": False}
-            schedules.append(wide)
+            for warps, gathered in WIDE_ROWS.items():
+                wide = _with_tiles(space, schedules[0], _wide_rows_tiles(warps))
+                assert wide is not None and _copy_predictions(wide) == {"A": False, "B": gathered}
+                schedules.append(wide)
         for sch in schedules:
             predicted = _copy_predictions(sch)
             asynchronous = _asynchronous_sources(lowered_tir(sch.mod, target))
@@ -83,6 +90,7 @@ def test_the_analyzer_predicts_which_copies_lowering_leaves_synchronous(tensor_i
     assert seen[True] >= 2 and seen[False] >= 2, seen
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_space_report_checks_synchronous_copies_against_the_sass(tensor_intrinsics):
     """``ms-pruner space --build`` compares the analyzer's synchronous copies with the global loads

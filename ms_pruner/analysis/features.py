@@ -152,12 +152,13 @@ def _auto_copy_stream(block: BlockInfo, src, dst, warp_size: int, block_threads:
     lanes, elem = block.auto_copy_lanes, dst.dtype_bytes
     bytes_total = block.executions * dst.elements * elem
     tile_trips = max(1, -(-dst.elements // max(1, block_threads * lanes)))
+    element_trips = tile_trips
     if block.gathered and block.guarded:
-        lanes = 1
+        lanes, element_trips = 1, tile_trips * lanes
     per_request = lanes * elem * warp_size
     return CopyStream(
         name=block.name, src_scope=src.scope, dst_scope=dst.scope, bytes_total=bytes_total, elem_bytes=elem,
-        vector_lanes=lanes, warp_instructions=bytes_total / per_request, serial_iters=tile_trips * block.auto_copy_lanes // lanes,
+        vector_lanes=lanes, warp_instructions=bytes_total / per_request, serial_iters=element_trips,
         unrolled=any(loop.unroll_max_step >= tile_trips for loop in block.loops),
         sector_efficiency=1.0, lines_per_request=max(1.0, per_request / 128.0),
         shared_wavefronts_per_request=max(1.0, per_request / 128.0), outer_trips=_outer_serial_trips(block),

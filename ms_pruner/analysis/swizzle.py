@@ -11,8 +11,8 @@ take the lane out of ``f // W`` (W not a multiple of the strides the threads ste
 384 elements against 256-element warp steps), the lane stays inside the XOR: the vector store's
 index is no longer a ramp, InjectPTXAsyncCopy cannot make it a ``cp.async``, and the copy becomes
 a synchronous global load and shared store (SASS LDG + STS; one element at a time where the load
-is guarded, as a padded conv2d input is). The test below builds that index and simplifies it with
-TVM's own arithmetic analyzer, as lowering does, with each loop's range known.
+is guarded, as a padded conv2d input is). ``swizzle_gathers`` builds that index and simplifies it
+with TVM's own arithmetic analyzer, as lowering does, with each loop's range known.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def swizzle_gathers(rows: int, width: int, thread_extents: Tuple[int, ...], lane
     row, col = tir.floormod(tir.floordiv(fused, width), rows), tir.floormod(fused, width)
     swizzle = tir.floormod(row, 8) if width % 64 == 0 else tir.floordiv(tir.floormod(row, 8), 2)
     chunk = tir.bitwise_xor(tir.floordiv(col, CHUNK_ELEMENTS), swizzle)
-    index = with_lane.simplify(row * width + with_lane.simplify(chunk * CHUNK_ELEMENTS + tir.floormod(col, CHUNK_ELEMENTS)))
+    swizzled_col = with_lane.simplify(chunk * CHUNK_ELEMENTS + tir.floormod(col, CHUNK_ELEMENTS))
+    index = with_lane.simplify(row * width + swizzled_col)
     step = with_lane.simplify(index - lane_zero.simplify(index))
     return not (isinstance(step, tir.Var) and step.same_as(lane))
 

@@ -81,4 +81,3 @@ def tensor_kernel_counts(listing: str) -> Dict[str, int]:
         if found["HMMA"]:
             counts.update(found)
     return {name: int(counts.get(name, 0)) for name in COUNTED}
-

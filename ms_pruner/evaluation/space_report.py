@@ -207,8 +207,10 @@ def format_report(report: dict) -> str:
         lines.append(f"built {report['built']}, errors {report['errors']}; analyzer: {report['analyzer_agreement']}")
     for index, c in enumerate(report["candidates"]):
         head = f"[{index}] {c['instruction'] or 'other'} depth {c['pipeline_depth'] or '-'} | {c['geometry']}"
+        synchronous = c["analyzer_synchronous_copies"]
         pred = (f"analyzer {c['analyzer_shared_bytes']} B shared, {c['analyzer_registers']:g} regs"
-                f"{', spills' if c['analyzer_spills'] else ''}")
+                f"{', spills' if c['analyzer_spills'] else ''}"
+                f"{f', synchronous copies {synchronous}' if synchronous else ''}")
         if c.get("status") == "built":
             sass = " ".join(f"{k} {v}" for k, v in c["sass"].items()) + f" (HMMA shapes {c['hmma_shapes']})"
             local = f", local memory: {c['spill_bytes']} B spilled, {c['stack_bytes']} B stack" if c["spills"] else ""
