@@ -18,7 +18,7 @@ with TVM's own arithmetic analyzer, as lowering does, with each loop's range kno
 from __future__ import annotations
 
 import functools
-from typing import Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
 import tvm
 from tvm.sym import Analyzer
@@ -63,25 +63,23 @@ def swizzle_gathers(rows: int, width: int, thread_extents: Tuple[int, ...], lane
     return not (isinstance(step, tir.Var) and step.same_as(lane))
 
 
-def copy_thread_extents(loops: Sequence) -> Tuple[int, ...]:
+def copy_thread_extents(extents: Dict[str, int]) -> Tuple[int, ...]:
     """The factors MemHammer splits an auto copy's fused loop by: the enclosing threadIdx.z, y and x
-    extents, outermost first, with a warp for threadIdx.x where an mma kernel binds its lanes inside
-    the warp intrinsics (``loops``: the copy's enclosing ``tir_walk.Loop``s)."""
-    extents = {}
-    for loop in loops:
-        if loop.thread is not None and loop.thread.startswith("threadIdx"):
-            extents[loop.thread] = max(extents.get(loop.thread, 1), loop.extent)
+    extents (``extents``: ``BlockInfo.thread_extents()``), outermost first, with a warp for
+    threadIdx.x where an mma kernel binds its lanes inside the warp intrinsics."""
     outer = tuple(extents.get(tag, 1) for tag in ("threadIdx.z", "threadIdx.y") if extents.get(tag, 1) > 1)
     return outer + (extents.get("threadIdx.x", WARP_SIZE),)
 
 
-def permuted_copy_facts(body, shape: Sequence[int], loops: Sequence, lanes: int) -> Tuple[bool, bool, int]:
-    """(gathered, guarded, divisions) of a permuted auto copy whose element loops are ``body`` and
-    whose tile is ``shape``. A gathered copy whose load is guarded (a padded input) runs one element
-    at a time, each computing its own address: the divisions by non-powers of two of its im2col
-    index and bounds test, and those splitting the fused index into rows of W elements."""
+def permuted_copy_facts(body, shape: Sequence[int], thread_extents: Dict[str, int],
+                        lanes: int) -> Tuple[bool, bool, int]:
+    """(gathered, guarded, divisions) of a permuted auto copy whose element loops are ``body``, whose
+    tile is ``shape`` and whose enclosing thread bindings are ``thread_extents``. A gathered copy
+    whose load is guarded (a padded input) runs one element at a time, each computing its own
+    address: the divisions by non-powers of two of its im2col index and bounds test, and those
+    splitting the fused index into rows of W elements."""
     rows, width = (int(shape[-2]), int(shape[-1])) if len(shape) > 1 else (1, int(shape[-1]))
-    gathered = swizzle_gathers(rows, width, copy_thread_extents(loops), lanes)
+    gathered = swizzle_gathers(rows, width, copy_thread_extents(thread_extents), lanes)
     nest, store = [], body
     while type(store).__name__ == "For":
         nest.append(store.loop_var)

@@ -228,7 +228,7 @@ class _Walker:
         if block.annotations and block.annotations.get("auto_copy", None) is not None:
             info.auto_copy_lanes, info.cooperative_threads = self._auto_copy(realize, block, writes)
             if info.permuted and writes:
-                facts = permuted_copy_facts(block.body, writes[0].shape, self.loops, info.auto_copy_lanes)
+                facts = permuted_copy_facts(block.body, writes[0].shape, info.thread_extents(), info.auto_copy_lanes)
                 info.gathered, info.guarded, info.address_divisions = facts
         self.blocks.append(info)
         nested: List[int] = []
