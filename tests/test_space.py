@@ -120,7 +120,7 @@ def test_pipeline_depth_sets_the_shared_copies_the_analyzer_predicts(tensor_intr
             assert analyzer.estimate(sch).features[0].smem_per_block == copies * tile * k_tile
 
 
-def test_permuted_layout_check_drops_the_draws_tvm_cannot_lower_or_compile(tensor_intrinsics):
+def test_permuted_layout_check_drops_the_draws_tvm_cannot_lower_or_compile(tensor_intrinsics, monkeypatch):
     """Without the check these draws reach the builder and fail there: a k tile of 16 stops TVM's
     lowering, and a 1024-wide B row copied by 64 threads with its copy loop unrolled whole leaves
     8-lane int32 vectors in the kernel, which CUDA code generation writes as code nvcc rejects."""
@@ -128,6 +128,7 @@ def test_permuted_layout_check_drops_the_draws_tvm_cannot_lower_or_compile(tenso
     from ms_pruner.space import permuted_copies_lowerable
     from ms_pruner.search.space import DesignSpace
 
+    monkeypatch.setenv("MS_PRUNER_SEPARATE_COPY_LANES", "0")  # TVM's own lowering of the copies
     _, target, space = _space(GEMM, "mma")
     unchecked = DesignSpace(space.mod, target, space=_without_check(space))
     _, short_k = _mma_draw(unchecked, 3, [4, 2, 4, 2, 2], [4, 4, 4, 4, 2], [256, 1, 2])

@@ -1,6 +1,8 @@
 """Copies into the mma rule's swizzled shared layout: which stay a cp.async and which become
-synchronous gathers, as the analyzer predicts it before lowering (analysis/swizzle.py), checked
-against TVM's lowering and nvcc's SASS (no GPU)."""
+synchronous gathers in TVM's own lowering, as the analyzer predicts it before lowering
+(analysis/swizzle.py), checked against TVM's lowering and nvcc's SASS (no GPU). The builder's
+chunked copies (builder/copy_lanes.py, test_copy_lanes.py) are switched off here but where a test
+says otherwise."""
 
 import re
 
@@ -9,6 +11,7 @@ import pytest
 from conftest import needs_nvcc
 from test_space import _space
 
+COPY_LANES_ENV = "MS_PRUNER_SEPARATE_COPY_LANES"
 GEMM = "matmul:2048x3072x768:float16:float32"
 CONV = "conv2d_nhwc:16x56x56x64x64k3s1p1:float16:float32"
 # Block tiles 32 x 768 (k tile 32) over 12, 6, 4 and 3 warps: whether the B copy's rows of 768
@@ -61,13 +64,14 @@ def _copy_predictions(sch) -> dict:
 
 
 @pytest.mark.slow
-def test_the_analyzer_predicts_which_copies_lowering_leaves_synchronous(tensor_intrinsics):
+def test_the_analyzer_predicts_which_copies_lowering_leaves_synchronous(tensor_intrinsics, monkeypatch):
     """Each swizzled global->shared copy of sampled GEMM and conv2d candidates (and the wide-row
     tilings above) is a cp.async in TVM's lowered code exactly where the analyzer does not call it
     gathered; both kinds occur, and a gathered conv2d input copy is charged one element a request."""
     from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.builder.worker import lowered_tir
 
+    monkeypatch.setenv(COPY_LANES_ENV, "0")
     seen = {True: 0, False: 0}
     for spec, seed, count in ((GEMM, 0, 6), (CONV, 1, 3)):
         _, target, space = _space(spec, "mma")
@@ -92,13 +96,17 @@ def test_the_analyzer_predicts_which_copies_lowering_leaves_synchronous(tensor_i
 
 @pytest.mark.slow
 @needs_nvcc
-def test_space_report_checks_synchronous_copies_against_the_sass(tensor_intrinsics):
+@pytest.mark.parametrize("split", ["0", "1"])
+def test_space_report_checks_synchronous_copies_against_the_sass(tensor_intrinsics, monkeypatch, split):
     """``ms-pruner space --build`` compares the analyzer's synchronous copies with the global loads
     (LDG, which a cp.async is not) of the compiled GEMM kernel: on the first 8 draws of the
-    BERT-shaped GEMM, both kinds of candidate, every one called right."""
+    BERT-shaped GEMM every one is called right; TVM's own lowering leaves some synchronous, the
+    builder's chunked copies none."""
     from ms_pruner.evaluation.space_report import SpaceQuery, space_report
 
+    monkeypatch.setenv(COPY_LANES_ENV, split)
     report = space_report(SpaceQuery(GEMM, gpu="h100", space="mma", sample=8, build=True, jobs=2))
     agreement = report["analyzer_agreement"]
     assert report["built"] == 8 and agreement["mma_synchronous_copy_agrees"] == 8, agreement
-    assert 0 < agreement["mma_with_synchronous_copies"] < 8, agreement
+    synchronous = agreement["mma_with_synchronous_copies"]
+    assert (0 < synchronous < 8) if split == "0" else synchronous == 0, agreement

@@ -13,6 +13,10 @@ index is no longer a ramp, InjectPTXAsyncCopy cannot make it a ``cp.async``, and
 a synchronous global load and shared store (SASS LDG + STS; one element at a time where the load
 is guarded, as a padded conv2d input is). ``swizzle_gathers`` builds that index and simplifies it
 with TVM's own arithmetic analyzer, as lowering does, with each loop's range known.
+
+Our builder writes such copies out by chunk before lowering (builder/copy_lanes.py), which keeps
+every one a cp.async; ``permuted_copy_facts`` calls a copy gathered only where that is switched off
+(``MS_PRUNER_SEPARATE_COPY_LANES=0``), as TVM's own lowering would leave it.
 """
 
 from __future__ import annotations
@@ -23,11 +27,11 @@ from typing import Dict, Sequence, Tuple
 import tvm
 from tvm.sym import Analyzer
 
+from ..builder.copy_lanes import copy_lanes_separated, copy_threads
 from .access import _find_load, guard_of
 from .index_cost import element_divisions
 
 CHUNK_ELEMENTS = 8  # InjectPermutedLayout's VECTORIZE_FACTOR: one 16-byte fp16 chunk
-WARP_SIZE = 32
 
 
 @functools.lru_cache(maxsize=4096)
@@ -63,14 +67,6 @@ def swizzle_gathers(rows: int, width: int, thread_extents: Tuple[int, ...], lane
     return not (isinstance(step, tir.Var) and step.same_as(lane))
 
 
-def copy_thread_extents(extents: Dict[str, int]) -> Tuple[int, ...]:
-    """The factors MemHammer splits an auto copy's fused loop by: the enclosing threadIdx.z, y and x
-    extents (``extents``: ``BlockInfo.thread_extents()``), outermost first, with a warp for
-    threadIdx.x where an mma kernel binds its lanes inside the warp intrinsics."""
-    outer = tuple(extents.get(tag, 1) for tag in ("threadIdx.z", "threadIdx.y") if extents.get(tag, 1) > 1)
-    return outer + (extents.get("threadIdx.x", WARP_SIZE),)
-
-
 def permuted_copy_facts(body, shape: Sequence[int], thread_extents: Dict[str, int],
                         lanes: int) -> Tuple[bool, bool, int]:
     """(gathered, guarded, divisions) of a permuted auto copy whose element loops are ``body``, whose
@@ -79,7 +75,8 @@ def permuted_copy_facts(body, shape: Sequence[int], thread_extents: Dict[str, in
     address: the divisions by non-powers of two of its im2col index and bounds test, and those
     splitting the fused index into rows of W elements."""
     rows, width = (int(shape[-2]), int(shape[-1])) if len(shape) > 1 else (1, int(shape[-1]))
-    gathered = swizzle_gathers(rows, width, copy_thread_extents(thread_extents), lanes)
+    threads = tuple(extent for _, extent in copy_threads(thread_extents))
+    gathered = not copy_lanes_separated() and swizzle_gathers(rows, width, threads, lanes)
     nest, store = [], body
     while type(store).__name__ == "For":
         nest.append(store.loop_var)

@@ -18,6 +18,7 @@ import psutil
 from tvm.s_tir import meta_schedule as ms
 
 from ..errors import UserError
+from .copy_lanes import COPY_LANES_ENV, copy_lanes_separated, separate_copy_lanes
 from .cuda_binary import compile_cuda_to_cubin, device_module_formats, replace_cuda_sources
 from .cuda_compile import compile_with_nvcc, cuda_compile_scope, cuda_runtime_loaded
 from .pool import KeptPoolBuilder
@@ -49,7 +50,8 @@ def make_builder(
 
     return KeptPoolBuilder(max_workers=workers, timeout_sec=timeout_sec, f_build=build_candidate,
                            f_export=export_candidate,
-                           environment={COMPILE_DEVICE_CODE_ENV: "1" if compile_device_code else "0"})
+                           environment={COMPILE_DEVICE_CODE_ENV: "1" if compile_device_code else "0",
+                                        COPY_LANES_ENV: "1" if copy_lanes_separated() else "0"})
 
 
 def close_builder(builder) -> None:
@@ -82,6 +84,7 @@ def make_runner(timeout_sec: float = 30.0, number: int = 3, repeat: int = 1, min
 
 __all__ = [
     "BUILDER_KINDS",
+    "COPY_LANES_ENV",
     "BuiltCandidate",
     "KernelResources",
     "build_candidate",
@@ -91,6 +94,7 @@ __all__ = [
     "candidate_resources",
     "compile_cuda_to_cubin",
     "compile_with_nvcc",
+    "copy_lanes_separated",
     "cuda_compile_scope",
     "cuda_runtime_loaded",
     "cuda_sources",
@@ -104,5 +108,6 @@ __all__ = [
     "make_runner",
     "parse_ptxas_report",
     "replace_cuda_sources",
+    "separate_copy_lanes",
     "start_builder_workers",
 ]

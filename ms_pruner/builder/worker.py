@@ -19,6 +19,7 @@ from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 from tvm.support.tar import tar
 
 from .cuda_binary import compile_cuda_to_cubin, make_fpack_imports
+from .copy_lanes import separate_copy_lanes
 from .cuda_compile import cuda_compile_scope, cuda_runtime_loaded
 from .mma_layouts import register_mma_layouts
 
@@ -68,10 +69,11 @@ def lowered_tir(mod, target):
 
 
 def _ready_to_lower(mod):
-    """``mod`` without MetaSchedule's weight-layout rewrite blocks; also registers the mma index maps
-    lowering looks up (mma_layouts.py), since every lowering here starts with this."""
+    """``mod`` without MetaSchedule's weight-layout rewrite blocks and with its swizzled copies split
+    by chunk (copy_lanes.py); also registers the mma index maps lowering looks up (mma_layouts.py),
+    since every lowering here starts with this."""
     register_mma_layouts()
-    return RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return separate_copy_lanes(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod))
 
 
 def _pass_context(target):

@@ -24,7 +24,6 @@ from tvm.s_tir.schedule import Trace
 from ..errors import UserError
 from .records import database_paths, group_by_workload, is_valid, mean_latency, open_database, structural_key
 
-TILE_SAMPLES = ("SamplePerfectTile", "SamplePartitionedTile")
 SHAPE_BOUND = ("TransformLayout", "TransformBlockLayout")  # their index maps name the tuned extents
 
 

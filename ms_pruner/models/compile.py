@@ -6,7 +6,8 @@ tensor-core kernels a tuning run measured were built by our builder under its pa
 (``builder.build_pass_config``: no storage rewrite, asynchronous copies); without them TVM 0.27
 rejects a tuned fp16->fp32 WMMA kernel at lowering ("tvm_access_ptr element type must match the
 source buffer"), so a model tuned on CUDA did not compile. ``compile_tuned`` is the same pipeline,
-from TVM's public passes, under those options.
+from TVM's public passes, under those options, with the tuned kernels' swizzled copies split by
+chunk as the builder splits them (``builder.separate_copy_lanes``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tvm import relax
 from tvm.relax import pipeline as relax_pipeline
 from tvm.s_tir import dlight
 
-from ..builder import build_pass_config, cuda_compile_scope
+from ..builder import build_pass_config, cuda_compile_scope, separate_copy_lanes
 
 
 def compile_tuned(database, mod, target, params: Optional[Dict] = None):
@@ -34,7 +35,7 @@ def compile_tuned(database, mod, target, params: Optional[Dict] = None):
         fuse = [*dispatch, relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
                 relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR()]
         mod = tvm.transform.Sequential(fuse)(mod)
-        mod = relax.transform.MetaScheduleApplyDatabase()(mod)
+        mod = separate_copy_lanes(relax.transform.MetaScheduleApplyDatabase()(mod))
         if on_gpu:
             mod = _default_gpu_schedules()(mod)
         return tvm.transform.Sequential(lower)(mod)

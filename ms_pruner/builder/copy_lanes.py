@@ -1,0 +1,232 @@
+"""Copies into the mma rule's swizzled shared layout, split into 16-byte chunks before TVM lowers them.
+
+The rule marks its global->shared copies ``auto_copy`` and ``permuted_layout``. TVM's LowerAutoCopy
+(MemHammer) fuses a copy tile's loops into one index and splits it over the threads and the vector
+lanes: ``f = ((outer * ty + y) * 32 + x) * lanes + lane``, ``row = f // W``, ``col = f % W`` for
+rows of W elements. Where W is not a multiple of the threads' step (96 or 384 elements against a
+warp's 256), TVM's simplifier cannot take the lane out of ``f // W``; InjectPermutedLayout's swizzle
+then keeps it inside a XOR, the vector store becomes a scatter, and InjectPTXAsyncCopy leaves a
+synchronous load and store where a cp.async belonged (analysis/swizzle.py predicts which).
+
+``separate_copy_lanes`` writes each such copy out before lowering, with the thread and lane of
+every element MemHammer gives it, but indexed by chunk: ``c = (outer * ty + y) * 32 + x``,
+``row = c // (W / lanes)``, ``col = c % (W / lanes) * lanes + lane``, so the lane only ever adds.
+A floor division or modulo by a multiple of the lanes of ``base + lane`` (an im2col index of a
+padded conv input, its bounds test) is rewritten to the lane-free ``base // d`` or
+``base % d + lane``, which holds because ``base`` is a multiple of the lanes. The block loses
+``auto_copy`` (LowerAutoCopy would fuse its loops again) and ``buffer_dim_align`` (LowerAutoCopy
+does not pad a permuted copy's rows; without it CompactBufferAllocation would), and keeps
+``permuted_layout``. A copy that did not gather lowers to the same CUDA as before (tests).
+
+``MS_PRUNER_SEPARATE_COPY_LANES=0`` leaves every copy to TVM, for ablations; the analyzer reads the
+same switch (``copy_lanes_separated``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Callable, Dict, List, Optional, Tuple
+
+import tvm
+from tvm import tirx
+from tvm.ir import Range
+from tvm.s_tir import SBlock, Schedule
+from tvm.sym import Analyzer
+
+COPY_LANES_ENV = "MS_PRUNER_SEPARATE_COPY_LANES"
+OUTER_THREAD_TAGS = ("threadIdx.z", "threadIdx.y")
+WARP_SIZE = 32
+DROPPED_ANNOTATIONS = ("auto_copy", "buffer_dim_align")
+_BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.FloorDiv, tirx.FloorMod, tirx.Div, tirx.Mod, tirx.Min, tirx.Max,
+           tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.And, tirx.Or)
+_LOADS = ("BufferLoad", "TensorLoad")
+
+
+def copy_lanes_separated() -> bool:
+    """Whether the builder splits permuted copies by chunk (``MS_PRUNER_SEPARATE_COPY_LANES``, on unless "0")."""
+    return os.environ.get(COPY_LANES_ENV, "1") != "0"
+
+
+def copy_threads(extents: Dict[str, int]) -> Tuple[Tuple[str, int], ...]:
+    """(tag, extent) of the threads MemHammer splits a copy over, outermost first: the enclosing
+    threadIdx.z and y, and threadIdx.x (a warp where the kernel binds its lanes inside the mma
+    intrinsics)."""
+    outer = tuple((tag, extents[tag]) for tag in OUTER_THREAD_TAGS if extents.get(tag, 1) > 1)
+    return outer + (("threadIdx.x", extents.get("threadIdx.x", WARP_SIZE)),)
+
+
+def separate_copy_lanes(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with every permuted global->shared auto copy of its PrimFuncs split by chunk (above);
+    ``mod`` itself where the switch is off or no copy needs it."""
+    if not copy_lanes_separated():
+        return mod
+    updates = {}
+    for gvar, func in mod.functions.items():
+        if isinstance(func, tirx.PrimFunc):
+            rewritten = _separated_func(func)
+            if rewritten is not None:
+                updates[gvar] = rewritten
+    if not updates:
+        return mod
+    mod = mod.clone()
+    for gvar, func in updates.items():
+        mod.update_func(gvar, func)
+    return mod
+
+
+def _separated_func(func) -> Optional[tirx.PrimFunc]:
+    copies: List[Tuple[SBlock, Dict[str, int]]] = []
+    _find_permuted_copies(func.body, {}, copies)
+    replacements = [(block, new) for block, extents in copies
+                    for new in [_separated_copy(block, extents)] if new is not None]
+    if not replacements:
+        return None
+    sch = Schedule(tvm.IRModule({"main": func}))
+    for block, new in replacements:
+        sch.state.replace(sch.get_sref(sch.get_sblock(block.name_hint)), new, {block: new})
+    return sch.mod["main"]
+
+
+def _find_permuted_copies(stmt, extents: Dict[str, int], found: list) -> None:
+    """Each ``auto_copy`` block marked ``permuted_layout`` g2s*, with the thread extents around it."""
+    kind = type(stmt).__name__
+    if kind == "SBlockRealize":
+        _find_permuted_copies(stmt.block, extents, found)
+    elif kind == "SBlock":
+        annotations = stmt.annotations
+        if "auto_copy" in annotations and str(annotations.get("permuted_layout", "")).startswith("g2s"):
+            found.append((stmt, extents))
+        else:
+            _find_permuted_copies(stmt.body, extents, found)
+    elif kind == "For":
+        if stmt.thread_binding is not None:
+            extents = {**extents, str(stmt.thread_binding.thread_tag): int(stmt.extent)}
+        _find_permuted_copies(stmt.body, extents, found)
+    elif kind == "SeqStmt":
+        for child in stmt.seq:
+            _find_permuted_copies(child, extents, found)
+    elif kind == "IfThenElse":
+        _find_permuted_copies(stmt.then_case, extents, found)
+        if stmt.else_case is not None:
+            _find_permuted_copies(stmt.else_case, extents, found)
+    elif hasattr(stmt, "body"):
+        _find_permuted_copies(stmt.body, extents, found)
+
+
+def _separated_copy(block, extents: Dict[str, int]) -> Optional[SBlock]:
+    """``block`` with its loop nest written chunk by chunk, or None where it is not a plain nest of
+    loops around one store whose rows split into whole vectors."""
+    loops, store = [], block.body
+    while isinstance(store, tirx.For):
+        loops.append(store)
+        store = store.body
+    if not loops or not isinstance(store, tirx.BufferStore):
+        return None
+    sizes = [int(loop.extent) for loop in loops]
+    lanes = max(1, int(block.annotations.get("vector_bytes", 16)) * 8 // tvm.DataType(store.buffer.dtype).bits)
+    if lanes < 2 or sizes[-1] % lanes:
+        return None
+    threads = copy_threads(extents)
+    chunks = math.prod(sizes[:-1]) * (sizes[-1] // lanes)
+    outer_name = "_".join(loop.loop_var.name for loop in loops) + "_fused_0"  # MemHammer's name for it
+    nest = _ChunkNest(threads, -(-chunks // math.prod(e for _, e in threads)), lanes, outer_name)
+    values = nest.loop_values(sizes)
+    by_var = {loop.loop_var: value for loop, value in zip(loops, values)}
+    try:
+        indices = [nest.lane_free(i, by_var) for i in store.indices]
+        value = nest.lane_free(store.value, by_var)
+    except TypeError:
+        return None
+    body = nest.wrap(tirx.BufferStore(store.buffer, value, indices), chunks)
+    annotations = {k: v for k, v in block.annotations.items() if k not in DROPPED_ANNOTATIONS}
+    return SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init,
+                  block.alloc_buffers, block.match_buffers, annotations)
+
+
+class _ChunkNest:
+    """The loops of a chunked copy: ``outer`` (serial), the threads (bound), ``lane`` (vectorized)."""
+
+    def __init__(self, threads, outer_extent: int, lanes: int, outer_name: str):
+        self.threads, self.lanes = threads, lanes
+        self.outer, self.lane = tirx.Var(outer_name, "int32"), tirx.Var("lane", "int32")
+        self.thread_vars = [tirx.Var(tag.replace(".", "_"), "int32") for tag, _ in threads]
+        self.extents = [(self.outer, outer_extent), *zip(self.thread_vars, (e for _, e in threads)),
+                        (self.lane, lanes)]
+        self.chunk = self.outer
+        for var, (_, extent) in zip(self.thread_vars, threads):
+            self.chunk = self.chunk * extent + var
+        self.analyzer = Analyzer()
+        for var, extent in self.extents:
+            self.analyzer.bind(var, Range(0, extent))
+
+    def loop_values(self, sizes: List[int]) -> list:
+        """Each original loop's value at (chunk, lane), row-major as MemHammer fuses them."""
+        per_row = sizes[-1] // self.lanes
+        values = [tirx.floormod(self.chunk, per_row) * self.lanes + self.lane]
+        rest = tirx.floordiv(self.chunk, per_row)
+        for depth, size in enumerate(reversed(sizes[:-1])):
+            outermost = depth == len(sizes) - 2
+            values.insert(0, rest if outermost else tirx.floormod(rest, size))
+            rest = tirx.floordiv(rest, size)
+        return values
+
+    def lane_free(self, expr, by_var: Dict):
+        """``expr`` with the original loops' values, each floor division or modulo of ``base + lane``
+        by a multiple of the lanes taken lane-free."""
+        return _rebuilt(expr, lambda var: by_var.get(var, var), self._split_off_lane, {})
+
+    def _split_off_lane(self, node):
+        divisor = node.b
+        if not isinstance(divisor, tirx.IntImm) or divisor.value % self.lanes:
+            return node
+        base = _rebuilt(node.a, lambda var: tirx.IntImm("int32", 0) if var.same_as(self.lane) else var,
+                        lambda n: n, {})
+        if not (self.analyzer.can_prove_equal(node.a - base, self.lane)
+                and self.analyzer.can_prove_equal(tirx.floormod(base, self.lanes), 0)):
+            return node
+        if isinstance(node, tirx.FloorDiv):
+            return tirx.floordiv(base, divisor)
+        return tirx.floormod(base, divisor) + self.lane
+
+    def wrap(self, store, chunks: int):
+        body = store
+        if self.extents[0][1] * math.prod(e for _, e in self.threads) != chunks:
+            body = tirx.IfThenElse(self.chunk < chunks, body, None)
+        body = tirx.For(self.lane, 0, self.lanes, tirx.ForKind.VECTORIZED, body)
+        for var, (tag, extent) in reversed(list(zip(self.thread_vars, self.threads))):
+            body = tirx.For(var, 0, extent, tirx.ForKind.THREAD_BINDING, body,
+                            thread_binding=tirx.IterVar(Range(0, extent), var, tirx.IterVar.ThreadIndex, tag))
+        return tirx.For(self.outer, 0, self.extents[0][1], tirx.ForKind.SERIAL, body)
+
+
+def _rebuilt(expr, on_var: Callable, on_division: Callable, memo: Dict):
+    """``expr`` rebuilt bottom-up: each variable through ``on_var``, each rebuilt floor division or
+    modulo through ``on_division``. An expression kind a copy's index never holds raises TypeError."""
+    key = expr.__hash__()
+    if key in memo:
+        return memo[key]
+    if isinstance(expr, tirx.Var):
+        out = on_var(expr)
+    elif isinstance(expr, (tirx.IntImm, tirx.FloatImm)):
+        out = expr
+    elif isinstance(expr, _BINARY):
+        out = type(expr)(_rebuilt(expr.a, on_var, on_division, memo), _rebuilt(expr.b, on_var, on_division, memo))
+        if isinstance(expr, (tirx.FloorDiv, tirx.FloorMod)):
+            out = on_division(out)
+    elif isinstance(expr, tirx.Not):
+        out = tirx.Not(_rebuilt(expr.a, on_var, on_division, memo))
+    elif isinstance(expr, tirx.Cast):
+        out = tirx.Cast(expr.dtype, _rebuilt(expr.value, on_var, on_division, memo))
+    elif isinstance(expr, tirx.Select):
+        out = tirx.Select(*(_rebuilt(e, on_var, on_division, memo)
+                            for e in (expr.condition, expr.true_value, expr.false_value)))
+    elif type(expr).__name__ in _LOADS:
+        out = tirx.BufferLoad(expr.source, [_rebuilt(i, on_var, on_division, memo) for i in expr.indices])
+    elif isinstance(expr, tvm.ir.expr.Call):
+        out = tvm.ir.expr.Call(expr.op, [_rebuilt(a, on_var, on_division, memo) for a in expr.args],
+                               attrs=expr.attrs, ty_args=expr.ty_args, ret_ty=expr.ty)
+    else:
+        raise TypeError(type(expr).__name__)
+    memo[key] = out
+    return out

@@ -1,0 +1,165 @@
+"""The builder's chunked copies (builder/copy_lanes.py): each element moved by the thread and lane
+MemHammer gives it, every swizzled copy a cp.async, and TVM's own code where a copy did not gather."""
+
+import math
+import operator
+
+import pytest
+
+from conftest import needs_nvcc
+from test_space import _space
+from test_space_swizzle import (CONV, GEMM, _asynchronous_sources, _copy_predictions, _wide_rows_tiles,
+                                _with_tiles)
+from test_space_swizzle import COPY_LANES_ENV as LANES_ENV
+_OPS = {"Add": operator.add, "Sub": operator.sub, "Mul": operator.mul, "FloorDiv": operator.floordiv,
+        "FloorMod": operator.mod, "Min": min, "Max": max, "LT": operator.lt, "LE": operator.le,
+        "GT": operator.gt, "GE": operator.ge, "EQ": operator.eq, "NE": operator.ne,
+        "And": lambda a, b: a and b, "Or": lambda a, b: a or b}
+
+
+def _value(expr, env):
+    """``expr`` evaluated with the integers of ``env``; a load as (buffer, indices)."""
+    kind = type(expr).__name__
+    if kind == "Var":
+        return env[expr.name]
+    if kind in ("IntImm", "FloatImm"):
+        return expr.value
+    if kind in _OPS:
+        return _OPS[kind](_value(expr.a, env), _value(expr.b, env))
+    if kind == "Not":
+        return not _value(expr.a, env)
+    if kind in ("BufferLoad", "TensorLoad"):
+        return expr.source.name, tuple(_value(i, env) for i in expr.indices)
+    if kind == "Call" and expr.op.name == "prim.if_then_else":
+        condition, then, otherwise = expr.args
+        return _value(then, env) if _value(condition, env) else _value(otherwise, env)
+    raise TypeError(kind)
+
+
+def _stores(stmt, env, out):
+    """{(loop values, outermost first): (store indices, stored value)} over a copy's loop nest."""
+    kind = type(stmt).__name__
+    if kind == "For":
+        for i in range(int(stmt.extent)):
+            _stores(stmt.body, {**env, stmt.loop_var.name: i, "__path": env["__path"] + (i,)}, out)
+    elif kind == "IfThenElse":
+        if _value(stmt.condition, env):
+            _stores(stmt.then_case, env, out)
+    elif kind == "BufferStore":
+        out[env["__path"]] = (tuple(_value(i, env) for i in stmt.indices), _value(stmt.value, env))
+    else:
+        raise TypeError(kind)
+    return out
+
+
+def _copy_blocks(mod):
+    from ms_pruner.builder.copy_lanes import _find_permuted_copies
+
+    found = []
+    _find_permuted_copies(mod["main"].body, {}, found)
+    return {block.name_hint: block for block, _ in found}
+
+
+def _gathered_draws():
+    """A GEMM tiling whose B rows (768 elements over 4 warps) gather, and a conv2d draw whose padded
+    input does."""
+    _, target, space = _space(GEMM, "mma")
+    gemm = _with_tiles(space, space.sample(1, seed=0)[0], _wide_rows_tiles(4))
+    _, _, conv_space = _space(CONV, "mma")
+    conv = conv_space.sample(1, seed=1)[0]
+    return target, [gemm, conv]
+
+
+def _without_split(monkeypatch):
+    monkeypatch.setenv(LANES_ENV, "0")
+
+
+@pytest.mark.slow
+def test_a_chunked_copy_moves_each_element_by_the_thread_and_lane_memhammer_gives_it(tensor_intrinsics, monkeypatch):
+    """For a gathering GEMM and conv2d copy: the chunked nest's store at (outer, threads, lane) is the
+    original nest's at row-major position f = chunk * lanes + lane (``memhammer_coalesce.cc``), the
+    conv2d's padding test included; chunks past the tile's end store nothing."""
+    from ms_pruner.builder.copy_lanes import separate_copy_lanes
+
+    _, draws = _gathered_draws()
+    for sch in draws:
+        rewritten = separate_copy_lanes(sch.mod)
+        before = _copy_blocks(sch.mod)
+        assert before and _copy_blocks(rewritten) == {}  # every permuted auto copy was written out
+        rewritten = rewritten["main"]
+        for name, block in before.items():
+            env = {var.var.name: 1 for var in block.iter_vars}
+            original = _stores(block.body, {**env, "__path": ()}, {})
+            sizes = [max(p[d] for p in original) + 1 for d in range(len(next(iter(original))))]
+            chunked = _stores(_block_named(rewritten.body, name).body, {**env, "__path": ()}, {})
+            lanes = 8
+            assert len(chunked) == len(original) == math.prod(sizes)
+            for (outer, *threads, lane), store in chunked.items():
+                chunk = outer
+                for thread, extent in zip(threads, _thread_extents(rewritten.body, name)):
+                    chunk = chunk * extent + thread
+                position, flat = [], chunk * lanes + lane
+                for size in reversed(sizes):
+                    position.insert(0, flat % size)
+                    flat //= size
+                assert store == original[tuple(position)]
+
+
+def _block_named(stmt, name):
+    kind = type(stmt).__name__
+    if kind == "SBlock" and stmt.name_hint == name:
+        return stmt
+    children = {"SBlockRealize": lambda s: [s.block], "SBlock": lambda s: [s.body], "For": lambda s: [s.body],
+                "SeqStmt": lambda s: list(s.seq), "IfThenElse": lambda s: [s.then_case]}
+    for child in children.get(kind, lambda s: [s.body] if hasattr(s, "body") else [])(stmt):
+        found = _block_named(child, name)
+        if found is not None:
+            return found
+    return None
+
+
+def _thread_extents(func_body, name):
+    """The chunked nest's thread loop extents, outermost first."""
+    loop, extents = _block_named(func_body, name).body.body, []
+    while type(loop).__name__ == "For" and loop.thread_binding is not None:
+        extents.append(int(loop.extent))
+        loop = loop.body
+    return extents
+
+
+@pytest.mark.slow
+def test_every_swizzled_copy_becomes_a_cp_async_and_the_analyzer_calls_none_synchronous(tensor_intrinsics,
+                                                                                          monkeypatch):
+    """Copies that TVM's own lowering leaves synchronous (switch off) are cp.async once split by chunk,
+    and the analyzer, reading the same switch, calls none of them gathered."""
+    from ms_pruner.builder.worker import lowered_tir
+
+    target, draws = _gathered_draws()
+    for sch in draws:
+        _without_split(monkeypatch)
+        gathered = _copy_predictions(sch)
+        tvm_async = _asynchronous_sources(lowered_tir(sch.mod, target))
+        assert any(gathered.values()) and not {name for name, g in gathered.items() if g} & tvm_async
+        monkeypatch.delenv(LANES_ENV)
+        assert not any(_copy_predictions(sch).values())
+        assert set(gathered) <= _asynchronous_sources(lowered_tir(sch.mod, target))
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_a_copy_that_did_not_gather_compiles_to_the_same_cuda_either_way(tensor_intrinsics, monkeypatch):
+    """On GEMM draws whose copies TVM lowers to cp.async by itself, the chunked copy is the same code:
+    the CUDA source is identical with the split and without it."""
+    from ms_pruner.builder import cuda_sources
+
+    _, target, space = _space(GEMM, "mma")
+    compared = 0
+    for sch in space.sample(4, seed=0, max_attempts=160):
+        _without_split(monkeypatch)
+        if any(_copy_predictions(sch).values()):
+            continue
+        tvm_own = cuda_sources(sch.mod, target, use_nvcc=False)
+        monkeypatch.delenv(LANES_ENV)
+        assert cuda_sources(sch.mod, target, use_nvcc=False) == tvm_own
+        compared += 1
+    assert compared >= 2
