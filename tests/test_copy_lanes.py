@@ -57,7 +57,7 @@ def _copy_blocks(mod):
 
     found = []
     _find_permuted_copies(mod["main"].body, {}, found)
-    return {block.name_hint: block for block, _ in found}
+    return {entry[0].name_hint: entry[0] for entry in found}
 
 
 def _gathered_draws():
@@ -163,3 +163,33 @@ def test_a_copy_that_did_not_gather_compiles_to_the_same_cuda_either_way(tensor_
         assert cuda_sources(sch.mod, target, use_nvcc=False) == tvm_own
         compared += 1
     assert compared >= 2
+
+
+@pytest.mark.slow
+def test_an_int64_indexed_model_gemm_lowers_with_the_split_where_tvms_own_copies_fail(tensor_intrinsics,
+                                                                                         monkeypatch):
+    """BERT's FFN GEMM as Relax imports it indexes in int64 under int32 copy loops. TVM's own lowering
+    of the gathered copies fails in CUDA code generation for some of its mma draws (no type name for
+    the int64 8-lane vector); split by chunk in the threads' index type, every draw lowers."""
+    from ms_pruner.builder import lower_candidate
+    from ms_pruner.models import extract_tasks, get_model, import_torch_model
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.space import tuning_space
+
+    module, example, spec = get_model("bert-layer")
+    mod = import_torch_model(module, example, nhwc=spec.nhwc, mixed_precision=True)
+    target = get_gpu_spec("h100").target()
+    task = next(t for t in extract_tasks(mod, target) if t.task_name == "fused_matmul4_cast13_add3")
+    _, task_target, generator = tuning_space("mma", task.dispatched[0], target)
+    draws = DesignSpace(task.dispatched[0], task_target, generator).sample(8, seed=1)
+    failures = {}
+    for split in ("0", "1"):
+        monkeypatch.setenv(LANES_ENV, split)
+        failures[split] = 0
+        for sch in draws:
+            try:
+                lower_candidate(sch.mod, task_target)
+            except Exception:  # pylint: disable=broad-except
+                failures[split] += 1
+    assert len(draws) == 8 and failures["0"] > 0 and failures["1"] == 0, failures

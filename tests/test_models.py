@@ -89,9 +89,9 @@ def test_gpu_models_import_and_extract_tensor_core_tasks(name, tensor_intrinsics
     assert '"float16"' in script and '"float32"' in script  # fp16 operands, fp32 accumulation
 
 
-def _built_tensor_core_record(task, target):
-    """A database record for ``task`` of a WMMA candidate our builder builds, as tuning would leave
-    one (its latency is not read when compiling)."""
+def _built_tensor_core_record(task, target, family="wmma"):
+    """A database record for ``task`` of a ``family`` candidate our builder builds, as tuning would
+    leave one (its latency is not read when compiling)."""
     from tvm.s_tir import meta_schedule as ms
 
     from ms_pruner.builder import lower_candidate
@@ -99,9 +99,9 @@ def _built_tensor_core_record(task, target):
     from ms_pruner.space import sketch_family, tuning_space
 
     mod = task.dispatched[0]
-    _, target, generator = tuning_space("wmma", mod, target)
+    _, target, generator = tuning_space(family, mod, target)
     for sch in DesignSpace(mod, target, generator).sample(8, seed=1):
-        if sketch_family(sch.trace) != "wmma":
+        if sketch_family(sch.trace) != family:
             continue
         try:
             lower_candidate(sch.mod, target)
@@ -109,7 +109,7 @@ def _built_tensor_core_record(task, target):
             continue
         args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
         return sch.trace, mod, target, args
-    raise AssertionError(f"no WMMA candidate of {task.task_name} builds")
+    raise AssertionError(f"no {family} candidate of {task.task_name} builds")
 
 
 def _compiled_kernels(executable, target) -> str:
@@ -126,11 +126,12 @@ def _compiled_kernels(executable, target) -> str:
 
 @needs_nvcc
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["bert-layer", "resnet-block"])
-def test_fp16_models_compile_for_cuda_from_an_empty_and_a_partial_database(name, tensor_intrinsics):
+@pytest.mark.parametrize("name, family", [("bert-layer", "wmma"), ("resnet-block", "wmma"), ("bert-layer", "mma")])
+def test_fp16_models_compile_for_cuda_from_an_empty_and_a_partial_database(name, family, tensor_intrinsics):
     """Both fp16 models compiled for an H100 without a GPU, every kernel through nvcc: from an empty
-    database (DLight schedules every function) and from one holding a tuned WMMA record of one task,
-    which MetaSchedule's own ``compile_relax`` rejects at lowering (models/compile.py)."""
+    database (DLight schedules every function) and from one holding a tuned record of one task:
+    a WMMA one, which MetaSchedule's own ``compile_relax`` rejects at lowering (models/compile.py),
+    or an mma one, whose copies compile to cp.async as the builder's did (builder/copy_lanes.py)."""
     from tvm.s_tir import meta_schedule as ms
 
     from ms_pruner.hardware import get_gpu_spec
@@ -142,12 +143,21 @@ def test_fp16_models_compile_for_cuda_from_an_empty_and_a_partial_database(name,
     untuned = _compiled_kernels(compile_tuned(ms.database.MemoryDatabase(), mod, target), target)
     assert "__global__" in untuned and "wmma::" not in untuned
 
-    task = next(t for t in extract_tasks(mod, target) if "matmul" in t.task_name or "conv2d" in t.task_name)
-    trace, task_mod, task_target, args = _built_tensor_core_record(task, target)
+    record = None
+    for task in (t for t in extract_tasks(mod, target) if "matmul" in t.task_name or "conv2d" in t.task_name):
+        try:
+            record = _built_tensor_core_record(task, target, family)
+            break
+        except AssertionError:  # the mma rule takes plain GEMM blocks, not every fused one
+            continue
+    trace, task_mod, task_target, args = record
     database = ms.database.MemoryDatabase()
     workload = database.commit_workload(task_mod)
     database.commit_tuning_record(ms.database.TuningRecord(trace, workload, [1e-3], task_target, args))
     tuned = _compiled_kernels(compile_tuned(database, mod, target), target)
+    if family == "mma":
+        assert "mma.sync.aligned" in tuned and "cp.async" in tuned and "int32x8" not in tuned
+        return
     assert "wmma::mma_sync" in tuned
     with pytest.raises(Exception, match="tvm_access_ptr element type must match"):
         ms.relax_integration.compile_relax(database, mod, target, params=None)

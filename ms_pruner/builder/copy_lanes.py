@@ -76,10 +76,10 @@ def separate_copy_lanes(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 def _separated_func(func) -> Optional[tirx.PrimFunc]:
-    copies: List[Tuple[SBlock, Dict[str, int]]] = []
+    copies: List[Tuple[SBlock, Dict[str, int], Optional[str]]] = []
     _find_permuted_copies(func.body, {}, copies)
-    replacements = [(block, new) for block, extents in copies
-                    for new in [_separated_copy(block, extents)] if new is not None]
+    replacements = [(block, new) for block, extents, thread_dtype in copies
+                    for new in [_separated_copy(block, extents, thread_dtype)] if new is not None]
     if not replacements:
         return None
     sch = Schedule(tvm.IRModule({"main": func}))
@@ -88,35 +88,27 @@ def _separated_func(func) -> Optional[tirx.PrimFunc]:
     return sch.mod["main"]
 
 
-def _find_permuted_copies(stmt, extents: Dict[str, int], found: list) -> None:
-    """Each ``auto_copy`` block marked ``permuted_layout`` g2s*, with the thread extents around it."""
+def _find_permuted_copies(stmt, extents: Dict[str, int], found: list, thread_dtype: Optional[str] = None) -> None:
+    """Each ``auto_copy`` block marked ``permuted_layout`` g2s*, with the thread extents around it and
+    the index type of their variables (int64 in some imported models)."""
     kind = type(stmt).__name__
-    if kind == "SBlockRealize":
-        _find_permuted_copies(stmt.block, extents, found)
-    elif kind == "SBlock":
-        annotations = stmt.annotations
-        if "auto_copy" in annotations and str(annotations.get("permuted_layout", "")).startswith("g2s"):
-            found.append((stmt, extents))
-        else:
-            _find_permuted_copies(stmt.body, extents, found)
-    elif kind == "For":
-        if stmt.thread_binding is not None:
-            extents = {**extents, str(stmt.thread_binding.thread_tag): int(stmt.extent)}
-        _find_permuted_copies(stmt.body, extents, found)
-    elif kind == "SeqStmt":
-        for child in stmt.seq:
-            _find_permuted_copies(child, extents, found)
-    elif kind == "IfThenElse":
-        _find_permuted_copies(stmt.then_case, extents, found)
-        if stmt.else_case is not None:
-            _find_permuted_copies(stmt.else_case, extents, found)
-    elif hasattr(stmt, "body"):
-        _find_permuted_copies(stmt.body, extents, found)
+    if kind == "For" and stmt.thread_binding is not None:
+        extents = {**extents, str(stmt.thread_binding.thread_tag): int(stmt.extent)}
+        thread_dtype = str(stmt.loop_var.ty)
+    if kind == "SBlock" and "auto_copy" in stmt.annotations \
+            and str(stmt.annotations.get("permuted_layout", "")).startswith("g2s"):
+        found.append((stmt, extents, thread_dtype))
+        return
+    children = {"SBlockRealize": lambda: [stmt.block], "SeqStmt": lambda: list(stmt.seq),
+                "IfThenElse": lambda: [stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else [])}
+    for child in children.get(kind, lambda: [stmt.body] if hasattr(stmt, "body") else [])():
+        _find_permuted_copies(child, extents, found, thread_dtype)
 
 
-def _separated_copy(block, extents: Dict[str, int]) -> Optional[SBlock]:
+def _separated_copy(block, extents: Dict[str, int], thread_dtype: Optional[str]) -> Optional[SBlock]:
     """``block`` with its loop nest written chunk by chunk, or None where it is not a plain nest of
-    loops around one store whose rows split into whole vectors."""
+    loops around one store whose rows split into whole vectors. The chunk loops take the index type
+    of the threads they are bound to; each original loop's value is cast to that loop's type."""
     loops, store = [], block.body
     while isinstance(store, tirx.For):
         loops.append(store)
@@ -130,9 +122,11 @@ def _separated_copy(block, extents: Dict[str, int]) -> Optional[SBlock]:
     threads = copy_threads(extents)
     chunks = math.prod(sizes[:-1]) * (sizes[-1] // lanes)
     outer_name = "_".join(loop.loop_var.name for loop in loops) + "_fused_0"  # MemHammer's name for it
-    nest = _ChunkNest(threads, -(-chunks // math.prod(e for _, e in threads)), lanes, outer_name)
+    nest = _ChunkNest(threads, -(-chunks // math.prod(e for _, e in threads)), lanes, outer_name,
+                      thread_dtype or str(loops[-1].loop_var.ty))
     values = nest.loop_values(sizes)
-    by_var = {loop.loop_var: value for loop, value in zip(loops, values)}
+    by_var = {loop.loop_var: value if str(loop.loop_var.ty) == nest.dtype else tirx.Cast(loop.loop_var.ty, value)
+              for loop, value in zip(loops, values)}
     try:
         indices = [nest.lane_free(i, by_var) for i in store.indices]
         value = nest.lane_free(store.value, by_var)
@@ -147,10 +141,10 @@ def _separated_copy(block, extents: Dict[str, int]) -> Optional[SBlock]:
 class _ChunkNest:
     """The loops of a chunked copy: ``outer`` (serial), the threads (bound), ``lane`` (vectorized)."""
 
-    def __init__(self, threads, outer_extent: int, lanes: int, outer_name: str):
-        self.threads, self.lanes = threads, lanes
-        self.outer, self.lane = tirx.Var(outer_name, "int32"), tirx.Var("lane", "int32")
-        self.thread_vars = [tirx.Var(tag.replace(".", "_"), "int32") for tag, _ in threads]
+    def __init__(self, threads, outer_extent: int, lanes: int, outer_name: str, dtype: str):
+        self.threads, self.lanes, self.dtype = threads, lanes, dtype  # the copy's index type (int64 in some models)
+        self.outer, self.lane = tirx.Var(outer_name, dtype), tirx.Var("lane", dtype)
+        self.thread_vars = [tirx.Var(tag.replace(".", "_"), dtype) for tag, _ in threads]
         self.extents = [(self.outer, outer_extent), *zip(self.thread_vars, (e for _, e in threads)),
                         (self.lane, lanes)]
         self.chunk = self.outer
@@ -158,7 +152,13 @@ class _ChunkNest:
             self.chunk = self.chunk * extent + var
         self.analyzer = Analyzer()
         for var, extent in self.extents:
-            self.analyzer.bind(var, Range(0, extent))
+            self.analyzer.bind(var, self.range(extent))
+
+    def const(self, value: int):
+        return tirx.IntImm(self.dtype, value)
+
+    def range(self, extent: int) -> Range:
+        return Range.from_min_extent(self.const(0), self.const(extent))
 
     def loop_values(self, sizes: List[int]) -> list:
         """Each original loop's value at (chunk, lane), row-major as MemHammer fuses them."""
@@ -180,7 +180,7 @@ class _ChunkNest:
         divisor = node.b
         if not isinstance(divisor, tirx.IntImm) or divisor.value % self.lanes:
             return node
-        base = _rebuilt(node.a, lambda var: tirx.IntImm("int32", 0) if var.same_as(self.lane) else var,
+        base = _rebuilt(node.a, lambda var: self.const(0) if var.same_as(self.lane) else var,
                         lambda n: n, {})
         if not (self.analyzer.can_prove_equal(node.a - base, self.lane)
                 and self.analyzer.can_prove_equal(tirx.floormod(base, self.lanes), 0)):
@@ -192,12 +192,12 @@ class _ChunkNest:
     def wrap(self, store, chunks: int):
         body = store
         if self.extents[0][1] * math.prod(e for _, e in self.threads) != chunks:
-            body = tirx.IfThenElse(self.chunk < chunks, body, None)
-        body = tirx.For(self.lane, 0, self.lanes, tirx.ForKind.VECTORIZED, body)
+            body = tirx.IfThenElse(self.chunk < self.const(chunks), body, None)
+        body = tirx.For(self.lane, self.const(0), self.const(self.lanes), tirx.ForKind.VECTORIZED, body)
         for var, (tag, extent) in reversed(list(zip(self.thread_vars, self.threads))):
-            body = tirx.For(var, 0, extent, tirx.ForKind.THREAD_BINDING, body,
-                            thread_binding=tirx.IterVar(Range(0, extent), var, tirx.IterVar.ThreadIndex, tag))
-        return tirx.For(self.outer, 0, self.extents[0][1], tirx.ForKind.SERIAL, body)
+            body = tirx.For(var, self.const(0), self.const(extent), tirx.ForKind.THREAD_BINDING, body,
+                            thread_binding=tirx.IterVar(self.range(extent), var, tirx.IterVar.ThreadIndex, tag))
+        return tirx.For(self.outer, self.const(0), self.const(self.extents[0][1]), tirx.ForKind.SERIAL, body)
 
 
 def _rebuilt(expr, on_var: Callable, on_division: Callable, memo: Dict):
@@ -217,7 +217,7 @@ def _rebuilt(expr, on_var: Callable, on_division: Callable, memo: Dict):
     elif isinstance(expr, tirx.Not):
         out = tirx.Not(_rebuilt(expr.a, on_var, on_division, memo))
     elif isinstance(expr, tirx.Cast):
-        out = tirx.Cast(expr.dtype, _rebuilt(expr.value, on_var, on_division, memo))
+        out = tirx.Cast(expr.ty, _rebuilt(expr.value, on_var, on_division, memo))
     elif isinstance(expr, tirx.Select):
         out = tirx.Select(*(_rebuilt(e, on_var, on_division, memo)
                             for e in (expr.condition, expr.true_value, expr.false_value)))
