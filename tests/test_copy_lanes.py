@@ -92,11 +92,11 @@ def test_a_chunked_copy_moves_each_element_by_the_thread_and_lane_memhammer_give
             original = _stores(block.body, {**env, "__path": ()}, {})
             sizes = [max(p[d] for p in original) + 1 for d in range(len(next(iter(original))))]
             chunked = _stores(_block_named(rewritten.body, name).body, {**env, "__path": ()}, {})
-            lanes = 8
+            lanes, thread_extents = 8, _thread_extents(rewritten.body, name)
             assert len(chunked) == len(original) == math.prod(sizes)
             for (outer, *threads, lane), store in chunked.items():
                 chunk = outer
-                for thread, extent in zip(threads, _thread_extents(rewritten.body, name)):
+                for thread, extent in zip(threads, thread_extents):
                     chunk = chunk * extent + thread
                 position, flat = [], chunk * lanes + lane
                 for size in reversed(sizes):

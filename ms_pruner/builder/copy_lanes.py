@@ -116,7 +116,7 @@ def _separated_copy(block, extents: Dict[str, int], thread_dtype: Optional[str])
     if not loops or not isinstance(store, tirx.BufferStore):
         return None
     sizes = [int(loop.extent) for loop in loops]
-    lanes = max(1, int(block.annotations.get("vector_bytes", 16)) * 8 // tvm.DataType(store.buffer.dtype).bits)
+    lanes = int(block.annotations.get("vector_bytes", 16)) * 8 // tvm.DataType(store.buffer.dtype).bits
     if lanes < 2 or sizes[-1] % lanes:
         return None
     threads = copy_threads(extents)
@@ -143,15 +143,15 @@ class _ChunkNest:
 
     def __init__(self, threads, outer_extent: int, lanes: int, outer_name: str, dtype: str):
         self.threads, self.lanes, self.dtype = threads, lanes, dtype  # the copy's index type (int64 in some models)
+        self.outer_extent = outer_extent
         self.outer, self.lane = tirx.Var(outer_name, dtype), tirx.Var("lane", dtype)
         self.thread_vars = [tirx.Var(tag.replace(".", "_"), dtype) for tag, _ in threads]
-        self.extents = [(self.outer, outer_extent), *zip(self.thread_vars, (e for _, e in threads)),
-                        (self.lane, lanes)]
         self.chunk = self.outer
         for var, (_, extent) in zip(self.thread_vars, threads):
             self.chunk = self.chunk * extent + var
         self.analyzer = Analyzer()
-        for var, extent in self.extents:
+        for var, extent in [(self.outer, outer_extent), *zip(self.thread_vars, (e for _, e in threads)),
+                            (self.lane, lanes)]:
             self.analyzer.bind(var, self.range(extent))
 
     def const(self, value: int):
@@ -191,13 +191,13 @@ class _ChunkNest:
 
     def wrap(self, store, chunks: int):
         body = store
-        if self.extents[0][1] * math.prod(e for _, e in self.threads) != chunks:
+        if self.outer_extent * math.prod(e for _, e in self.threads) != chunks:
             body = tirx.IfThenElse(self.chunk < self.const(chunks), body, None)
         body = tirx.For(self.lane, self.const(0), self.const(self.lanes), tirx.ForKind.VECTORIZED, body)
         for var, (tag, extent) in reversed(list(zip(self.thread_vars, self.threads))):
             body = tirx.For(var, self.const(0), self.const(extent), tirx.ForKind.THREAD_BINDING, body,
                             thread_binding=tirx.IterVar(self.range(extent), var, tirx.IterVar.ThreadIndex, tag))
-        return tirx.For(self.outer, self.const(0), self.const(self.extents[0][1]), tirx.ForKind.SERIAL, body)
+        return tirx.For(self.outer, self.const(0), self.const(self.outer_extent), tirx.ForKind.SERIAL, body)
 
 
 def _rebuilt(expr, on_var: Callable, on_division: Callable, memo: Dict):
