@@ -120,15 +120,13 @@ def test_pipeline_depth_sets_the_shared_copies_the_analyzer_predicts(tensor_intr
             assert analyzer.estimate(sch).features[0].smem_per_block == copies * tile * k_tile
 
 
-def test_permuted_layout_check_drops_the_draws_tvm_cannot_lower_or_compile(tensor_intrinsics, monkeypatch):
-    """Without the check these draws reach the builder and fail there: a k tile of 16 stops TVM's
-    lowering, and a 1024-wide B row copied by 64 threads with its copy loop unrolled whole leaves
-    8-lane int32 vectors in the kernel, which CUDA code generation writes as code nvcc rejects."""
+def test_permuted_layout_check_drops_the_draws_tvm_cannot_lower(tensor_intrinsics):
+    """Without the check this draw reaches the builder and fails there: a k tile of 16 stops TVM's
+    lowering of the permuted layout."""
     from ms_pruner.builder.worker import lowered_tir
     from ms_pruner.space import permuted_copies_lowerable
     from ms_pruner.search.space import DesignSpace
 
-    monkeypatch.setenv("MS_PRUNER_SEPARATE_COPY_LANES", "0")  # TVM's own lowering of the copies
     _, target, space = _space(GEMM, "mma")
     unchecked = DesignSpace(space.mod, target, space=_without_check(space))
     _, short_k = _mma_draw(unchecked, 3, [4, 2, 4, 2, 2], [4, 4, 4, 4, 2], [256, 1, 2])
@@ -136,14 +134,23 @@ def test_permuted_layout_check_drops_the_draws_tvm_cannot_lower_or_compile(tenso
     assert not permuted_copies_lowerable(sch) and space.replay(short_k, seed=1) is None
     with pytest.raises(Exception, match="Permuted"):
         lowered_tir(sch.mod, target)
-    unroll_128, unroll_32 = 4, 2
-    _, whole = _mma_draw(unchecked, 3, [4, 2, 1, 8, 4], [1, 4, 2, 8, 8], [128, 1, 4], unroll_128)
-    sch = unchecked.replay(whole, seed=1)
-    assert not permuted_copies_lowerable(sch) and space.replay(whole, seed=1) is None
-    assert "int32x8" in lowered_tir(sch.mod, target).script()
-    _, partial = _mma_draw(unchecked, 3, [4, 2, 1, 8, 4], [1, 4, 2, 8, 8], [128, 1, 4], unroll_32)
-    sch = space.replay(partial, seed=1)
-    assert sch is not None and "int32x8" not in lowered_tir(sch.mod, target).script()
+
+
+@pytest.mark.parametrize("separate_lanes", ["1", "0"])
+def test_unrolled_long_permuted_rows_pass_the_check_and_compile(tensor_intrinsics, monkeypatch, separate_lanes):
+    """A 1024-wide B row copied by 64 threads with its copy loop unrolled whole: TVM's own lowering
+    of the copy leaves 8-lane int32 vectors (which CUDA code generation once wrote as code nvcc
+    rejects; the builder's source fix compiles them), the builder's chunked copies none. Either way
+    the check lets the draw through and nvcc compiles it, its copies asynchronous."""
+    from ms_pruner.builder.worker import cuda_sources, lowered_tir
+
+    monkeypatch.setenv("MS_PRUNER_SEPARATE_COPY_LANES", separate_lanes)
+    _, target, space = _space(GEMM, "mma")
+    _, whole = _mma_draw(space, 3, [4, 2, 1, 8, 4], [1, 4, 2, 8, 8], [128, 1, 4], 4)
+    sch = space.replay(whole, seed=1)
+    assert sch is not None
+    assert ("int32x8" in lowered_tir(sch.mod, target).script()) == (separate_lanes == "0")
+    assert "cp.async" in "".join(cuda_sources(sch.mod, target))  # compiled by nvcc
 
 
 def _without_check(space):
