@@ -285,10 +285,11 @@ def test_a_pruner_round_on_both_families_proposes_each_and_every_proposal_builds
 
 @pytest.mark.slow
 def test_a_default_cold_round_on_sixteen_threads_keeps_both_families(tensor_intrinsics):
-    """The cold round as a 16-core GPU host runs it (PrunerSearch's defaults, H200 target): its
-    draft of ~660 ranks every mma member below the best 192 WMMA ones, and on 2026-11-27 an H200
-    run measured 256 WMMA kernels and no mma one. The carry keeps each family's share, so the floor
-    applies, and the floor's mma picks are of different kernel geometries."""
+    """The cold round as a 16-core GPU host runs it (PrunerSearch's defaults, H200 target). Its draft
+    of ~660 can rank one family far below the other: on 2026-11-27 an H200 run measured 256 WMMA
+    kernels and no mma one. The carry keeps each family's share, so the floor holds a quarter of
+    the batch for each family, and what the floor brings in is of different kernel geometries. A
+    16-thread evolution is not deterministic; which family the floor serves, if any, varies."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
@@ -309,8 +310,12 @@ def test_a_default_cold_round_on_sixteen_threads_keeps_both_families(tensor_intr
     families = collections.Counter(sketch_family(s.trace) for s in picks)
     assert len(picks) == 32 and families["mma"] >= 8 and families["wmma"] >= 8  # the floor: a quarter each
     analyzer = StaticAnalyzer.for_target(target)
-    geometries = {kernel_geometry(analyzer.analyze(s)[1].features) for s in picks if sketch_family(s.trace) == "mma"}
-    assert len(geometries) >= 6
+    geometry = {id(s): kernel_geometry(analyzer.analyze(s)[1].features) for s in picks}
+    assert max(collections.Counter(geometry.values()).values()) <= 16  # cold_geometry_share: half the batch
+    for family, brought in strategy.timings[-1]["family_floor"].items():
+        assert brought == 0 or families[family] == 8  # the floor brings in what the family lacks, no more
+        spread = {geometry[id(s)] for s in picks if sketch_family(s.trace) == family}
+        assert len(spread) >= min(brought, 6)
 
 
 def test_the_analyzer_and_pacm_read_an_mma_kernel_block_by_block(tensor_intrinsics):

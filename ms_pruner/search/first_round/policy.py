@@ -89,12 +89,15 @@ class FirstRoundPolicy:
     def family_floor(self, picks: List, carry: List, batch: int, stats):
         """(picks, carry): ``cold_family_share`` of a cold batch from each rule family the draft
         holds (a space of one family is left as it is), a family's best of each kernel geometry
-        first; the picks given up are carried over first."""
+        first; the picks given up are carried over first. ``family_floor`` counts the picks the
+        floor brought in, by family: a family the draft ranks high enough needs none."""
         floor = int(batch * self.config.cold_family_share)
         family = family_lookup(picks + carry)
+        ranked_picks = {id(s) for s in picks}
         if floor > 0 and len({family(s) for s in picks + carry}) > 1:
             picks, carry = with_family_floor(picks, carry, family, floor, self._one_a_geometry)
         stats["families"] = dict(collections.Counter(str(family(s)) for s in picks))
+        stats["family_floor"] = dict(collections.Counter(str(family(s)) for s in picks if id(s) not in ranked_picks))
         return picks, carry
 
     def _one_a_geometry(self, members: List) -> List:
