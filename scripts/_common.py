@@ -7,6 +7,7 @@ import platform
 import re
 import subprocess
 import sys
+from typing import Optional
 
 from ms_pruner.shared_data import H100_MM4096 as _H100_MM4096, shared_database
 
@@ -70,14 +71,17 @@ def command_line() -> str:
     return "python " + " ".join(sys.argv)
 
 
-def tune_context(mod, target, strategy, seed: int, threads: int):
-    """A TuneContext as ``ms.tune_tir`` builds one per task (post-order-apply space, task "main")."""
+def tune_context(mod, target, strategy, seed: int, threads: int, space: Optional[str] = None):
+    """A TuneContext as ``ms.tune_tir`` builds one per task (task "main"): MetaSchedule's default
+    rules (post-order-apply), or ms_pruner's ``space`` choice (wmma, mma, all, auto)."""
     from tvm.s_tir import meta_schedule as ms
 
     from ms_pruner.intrinsics import register_tensor_intrinsics
+    from ms_pruner.space import tuning_space
 
     register_tensor_intrinsics()
-    return ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy,
+    generator = tuning_space(space, mod, target)[2] if space else "post-order-apply"
+    return ms.TuneContext(mod=mod, target=target, space_generator=generator, search_strategy=strategy,
                           task_name="main", rand_state=seed, num_threads=threads).clone()
 
 
@@ -105,6 +109,9 @@ def add_workload_arguments(parser) -> None:
     """--workload/--gpu: search a workload that has no measured database (cold round only)."""
     parser.add_argument("--workload", default=None, help="a workload spec without a database: cold round only")
     parser.add_argument("--gpu", default="h100", help="the GPU whose target --workload is searched for")
+    parser.add_argument("--space", default=None, choices=("wmma", "mma", "all", "auto"),
+                        help="search ms_pruner's tensor-core space (docs/space.md) with its target's shared-memory "
+                             "limit; default: MetaSchedule's own rules, in which WMMA takes every GEMM block")
 
 
 def workload_and_target(args):
@@ -113,16 +120,25 @@ def workload_and_target(args):
     from ms_pruner.tuning.driver import normalized_mod
     from ms_pruner.workloads import parse_workload
 
-    return normalized_mod(parse_workload(args.workload).prim_func()), get_gpu_spec(args.gpu).target()
+    mod = normalized_mod(parse_workload(args.workload).prim_func())
+    return mod, space_target_of(args, mod, get_gpu_spec(args.gpu).target())
+
+
+def space_target_of(args, mod, target):
+    """``target`` as ``--space`` is tuned with (the mma family's opt-in shared memory); as given without it."""
+    from ms_pruner.space import tuning_space
+
+    return tuning_space(args.space, mod, target)[1] if args.space else target
 
 
 def searched_source(args, target) -> dict:
     """What a result JSON says was searched: the --workload and its target, or the --db."""
+    space = {"space": args.space or "MetaSchedule's rules"}
     if args.workload:
-        return {"workload": args.workload, "target": str(target)}
+        return {"workload": args.workload, "target": str(target), **space}
     if isinstance(args.db, (list, tuple)):
-        return {"db": [os.path.normpath(path) for path in args.db]}
-    return {"db": os.path.normpath(args.db)}
+        return {"db": [os.path.normpath(path) for path in args.db], **space}
+    return {"db": os.path.normpath(args.db), **space}
 
 
 # A global store: ``out_ptr[ADDR] = `` (scalar) or ``*(float4*)(out_ptr + ADDR) = `` (vectorized).

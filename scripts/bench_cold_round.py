@@ -31,8 +31,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (H100_MM4096, add_workload_arguments, command_line, divides_in_output_address,  # noqa: E402
-                     machine, parse_params, pick_register_checks, pruner_search, searched_source, tune_context,
-                     workload_and_target, write_json)
+                     machine, parse_params, pick_register_checks, pruner_search, searched_source, space_target_of,
+                     tune_context, workload_and_target, write_json)
 
 
 def _family(estimate) -> str:
@@ -49,17 +49,18 @@ def _draft(spec: str):
 
 
 def cold_round(mod, target, generations: int, population: int, power: float, seed: int, threads: int,
-               per_iter: int, analyzer, params: dict, ptxas: bool = False) -> dict:
+               per_iter: int, analyzer, params: dict, ptxas: bool = False, space=None) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
     from ms_pruner.analysis import (geometry_name, has_narrow_fetch, kernel_geometry, operand_fetch_bytes,
                                     summarize_register_checks)
     from ms_pruner.cost_model import PaCM
     from ms_pruner.search import tile_decisions
+    from ms_pruner.space import sketch_family
 
     strategy = pruner_search(seed, dict(params, cold_genetic_iters=generations, cold_population=population,
                                         cold_selection_power=power))
-    context = tune_context(mod, target, strategy, seed, threads)
+    context = tune_context(mod, target, strategy, seed, threads, space)
     context.pre_tuning(max_trials=4 * per_iter, num_trials_per_iter=per_iter,
                        design_spaces=context.generate_design_space(), database=ms.database.MemoryDatabase(),
                        cost_model=PaCM(seed=seed))
@@ -84,10 +85,19 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
             "picks_dividing_in_output_address": sum(divides_in_output_address(c.sch.mod, target) for c in picks),
             "most_picks_sharing_an_estimate": max(ties.values()),
             "geometries": len(geometries), "most_picks_sharing_a_geometry": max(geometries.values()),
+            "geometries_by_family": _geometries_by_family(picks, pick_geometries, sketch_family),
             "distinct_tilings": len({tile_decisions(c.sch.trace) for c in picks}),
             "picks_by_shape": sorted((_shape_row(g, f, v) for (g, f), v in shapes.items()),
                                      key=lambda x: x["best_estimate_us"]),
             **({"ptxas": summarize_register_checks(checks)} if ptxas else {})}
+
+
+def _geometries_by_family(picks, geometries, family) -> dict:
+    """For each rule family among ``picks`` (``space.sketch_family``), its picks per kernel geometry, most first."""
+    counts = collections.defaultdict(collections.Counter)
+    for pick, geometry in zip(picks, geometries):
+        counts[str(family(pick.sch.trace))][geometry] += 1
+    return {name: sorted(c.values(), reverse=True) for name, c in counts.items()}
 
 
 def _shape_key(geometry: str, fetch) -> str:
@@ -226,14 +236,14 @@ def database_reference(paths, analyzer, target_us=None) -> dict:
     return reference
 
 
-def random_reference(mod, target, count: int, analyzer, threads: int) -> dict:
+def random_reference(mod, target, count: int, analyzer, threads: int, space=None) -> dict:
     """The analyzer's estimates of ``count`` random samples of the design space, drawn by
     MetaSchedule's C++ sampler (postprocessors applied), as round 0 of stock starts from."""
     import numpy as np
     from tvm.s_tir import meta_schedule as ms
 
     strategy = ms.search_strategy.EvolutionarySearch(population_size=count, init_min_unmeasured=count)
-    context = tune_context(mod, target, strategy, 0, threads)
+    context = tune_context(mod, target, strategy, 0, threads, space)
     context.pre_tuning(max_trials=count, num_trials_per_iter=count, design_spaces=context.generate_design_space(),
                        database=ms.database.MemoryDatabase(), cost_model=ms.CostModel.create("random"))
     sample = ms._ffi_api.SearchStrategyEvolutionarySearchSampleInitPopulation  # pylint: disable=protected-access
@@ -291,13 +301,13 @@ def main() -> int:
     if args.workload:
         mod, target = workload_and_target(args)
         analyzer = StaticAnalyzer.for_target(target)
-        reference = random_reference(mod, target, args.random, analyzer, default_max_workers())
+        reference = random_reference(mod, target, args.random, analyzer, default_max_workers(), args.space)
     else:
         from ms_pruner.tuning import open_database, records_for
 
         args.db = args.db or [H100_MM4096]
         record = records_for(open_database(args.db[0]))[0]
-        mod, target = record.workload.mod, record.target
+        mod, target = record.workload.mod, space_target_of(args, record.workload.mod, record.target)
         analyzer = StaticAnalyzer.for_target(target)
         reference = database_reference(args.db, analyzer, args.target_us)
     params = parse_params(args.set)
@@ -306,7 +316,7 @@ def main() -> int:
     for seed in (int(s) for s in args.seeds.split(",")):
         for generations, population, power in map(_draft, args.drafts.split(",")):
             run = cold_round(mod, target, generations, population, power, seed, threads, args.per_iter,
-                             analyzer, params, ptxas=args.ptxas)
+                             analyzer, params, ptxas=args.ptxas, space=args.space)
             picks = np.array(run["picks_estimate_us"])
             if "best_estimate_us" in reference:
                 run["picks_below_best_estimate"] = int((picks < reference["best_estimate_us"]).sum())

@@ -37,15 +37,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (H100_MM4096, add_workload_arguments, command_line, machine, parse_params,  # noqa: E402
-                     pick_register_checks, pruner_search, searched_source, tune_context, workload_and_target,
-                     write_json)
+                     pick_register_checks, pruner_search, searched_source, space_target_of, tune_context,
+                     workload_and_target, write_json)
 
 
 NOT_MEASURED = "not measured (search-overhead benchmark)"
 
 
 def search_rounds(strategy: str, mod, target, records, schedules, latency, warm: bool, seed: int, threads: int,
-                  per_iter: int, rounds: int, params: dict, ptxas: bool = False):
+                  per_iter: int, rounds: int, params: dict, ptxas: bool = False, space=None):
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.runner import RunnerResult
 
@@ -59,7 +59,7 @@ def search_rounds(strategy: str, mod, target, records, schedules, latency, warm:
         strategy_obj = ms.SearchStrategy.create(strategy_obj)
     if isinstance(model, str):
         model = ms.CostModel.create(model, num_tuning_cores=threads)
-    context = tune_context(mod, target, strategy_obj, seed, threads)
+    context = tune_context(mod, target, strategy_obj, seed, threads, space)
     database = ms.database.MemoryDatabase()
     entry = {"strategy": strategy, "state": "warm" if warm else "cold", "records": 0, "update_s": 0.0}
     if warm:
@@ -153,14 +153,15 @@ def main() -> int:
         (mod, target), states = workload_and_target(args), (False,)
     else:
         records, schedules, latency = load_measured(args.db)
-        mod, target, states = records[0].workload.mod, records[0].target, (False, True)
+        mod, states = records[0].workload.mod, (False, True)
+        target = space_target_of(args, mod, records[0].target)
     threads = default_max_workers()
     params = parse_params(args.set)
     rounds = []
     for strategy in args.strategies.split(","):
         for warm in states:
             entry = search_rounds(strategy, mod, target, records, schedules, latency, warm, args.seed, threads,
-                                  args.per_iter, args.warm_rounds, params, args.ptxas)
+                                  args.per_iter, args.warm_rounds, params, args.ptxas, args.space)
             searched = ", ".join(f"{r['search_s']:.1f} s ({r['candidates']}"
                                  + (f", {r['registers']['squeezed']} squeezed" if "registers" in r else "") + ")"
                                  for r in entry["rounds"])
