@@ -7,6 +7,7 @@ import platform
 import re
 import subprocess
 import sys
+import time
 from typing import Optional
 
 from ms_pruner.shared_data import H100_MM4096 as _H100_MM4096, shared_database
@@ -52,6 +53,12 @@ def write_json(path: str, payload: dict) -> None:
 def read_json(path: str) -> dict:
     with _open_text(path, "r") as handle:
         return json.load(handle)
+
+
+def provenance() -> dict:
+    """What every result file says of where its figures come from: command, machine, commit and date."""
+    return {"command": command_line(), "machine": machine(), "commit": git_commit(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
 def git_commit() -> str:

@@ -20,7 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import H100_MM4096, command_line, machine, write_json  # noqa: E402
+from _common import H100_MM4096, provenance, write_json  # noqa: E402
 
 
 def main() -> None:
@@ -42,7 +42,7 @@ def main() -> None:
     from ms_pruner.intrinsics import register_tensor_intrinsics
     register_tensor_intrinsics()
 
-    result = {"command": command_line(), "machine": machine()}
+    result = provenance()
     cpu_paths = args.cpu_db or sorted(glob.glob(os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "cpu_pruner_seed0", "*", "")))
     if "speed" in parts:

@@ -17,7 +17,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import command_line, machine, write_json  # noqa: E402
+from _common import provenance, write_json  # noqa: E402
 
 
 def main():
@@ -46,7 +46,7 @@ def main():
     from ms_pruner.workloads import parse_workload
 
     workload = parse_workload(args.workload)
-    result = {"command": command_line(), "machine": machine(), "workload": workload.spec, "gpus": {}}
+    result = {**provenance(), "workload": workload.spec, "gpus": {}}
     for gpu in ("h100", "a100"):
         target = get_gpu_spec(gpu).target()
         schedules = DesignSpace(workload.prim_func(), target).sample(args.candidates, seed=11)
@@ -125,7 +125,7 @@ def pool_batches(args):
         rows.append(row)
         print(row)
     kept.close()
-    write_json(args.out, {"command": command_line(), "machine": machine(), "workload": args.workload,
+    write_json(args.out, {**provenance(), "workload": args.workload,
                           "target": str(target), "workers": workers, "start_s": start_s, "batches": rows})
 
 

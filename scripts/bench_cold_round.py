@@ -30,9 +30,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (H100_MM4096, add_workload_arguments, command_line, divides_in_output_address,  # noqa: E402
-                     machine, parse_params, pick_register_checks, pruner_search, searched_source, space_target_of,
-                     tune_context, workload_and_target, write_json)
+from _common import (H100_MM4096, add_workload_arguments, divides_in_output_address, parse_params,  # noqa: E402
+                     pick_register_checks, provenance, pruner_search, searched_source, space_target_of, tune_context,
+                     workload_and_target, write_json)
 
 
 def _family(estimate) -> str:
@@ -347,7 +347,7 @@ def main() -> int:
                 print(f"  ptxas: {run['ptxas']}", flush=True)
             runs.append(run)
     if args.out:
-        write_json(args.out, dict({"command": command_line(), "machine": machine()}, **searched_source(args, target),
+        write_json(args.out, dict(provenance(), **searched_source(args, target),
                                   reference=reference, runs=runs))
     return 0
 

@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import H100_MM4096, command_line, git_commit, machine, write_json  # noqa: E402
+from _common import H100_MM4096, provenance, write_json  # noqa: E402
 
 SEEDS = (0, 1, 2)
 
@@ -146,8 +146,7 @@ def main():
     register_tensor_intrinsics()
     models = args.models.split(",")
     skip = set(args.skip.split(","))
-    common = {"command": command_line(), "machine": machine(), "commit": git_commit(),
-              "date": time.strftime("%Y-%m-%d"), "torch_threads": torch.get_num_threads()}
+    common = {**provenance(), "torch_threads": torch.get_num_threads()}
     with tempfile.TemporaryDirectory() as work:
         runs = evaluated_runs(work)
         names = {path: run_name(path) for path in runs}

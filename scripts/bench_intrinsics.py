@@ -59,7 +59,7 @@ def tvms_own(intrinsics: dict) -> dict:
 
 def main() -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _common import command_line, machine, write_json
+    from _common import provenance, write_json
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=2)
@@ -72,7 +72,7 @@ def main() -> int:
             result = registered(how)
             seconds[how].append(round(result["seconds"], 3))
             hashes.setdefault(how, result["intrinsics"])
-    write_json(args.out, {"command": command_line(), "machine": machine(), "seconds": seconds,
+    write_json(args.out, {**provenance(), "seconds": seconds,
                           "intrinsics": len(hashes["plain"]),
                           "same_intrinsics": hashes["plain"] == tvms_own(hashes["ms_pruner"])})
     return 0

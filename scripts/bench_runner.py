@@ -22,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import command_line, git_commit, machine, write_json  # noqa: E402
+from _common import provenance, write_json  # noqa: E402
 
 
 def _runner_seconds(runner, inputs) -> tuple:
@@ -127,10 +127,10 @@ def main():
     args = parser.parse_args()
 
     if args.fleet:
-        write_json(args.out, {"command": command_line(), "machine": machine(), "commit": git_commit(),
+        write_json(args.out, {**provenance(),
                               "fleet": time_fleet(args.workload, args.candidates, args.seed, args.repeats)})
         return
-    result = {"command": command_line(), "machine": machine(),
+    result = {**provenance(),
               "llvm_runner": time_runner(args.workload, args.candidates, args.seed),
               "host_fill": time_host_fill(args.gpu_workload, args.fill_repeats)}
     write_json(args.out, result)

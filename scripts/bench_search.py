@@ -36,9 +36,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (H100_MM4096, add_workload_arguments, command_line, machine, parse_params,  # noqa: E402
-                     pick_register_checks, pruner_search, searched_source, space_target_of, tune_context,
-                     workload_and_target, write_json)
+from _common import (H100_MM4096, add_workload_arguments, parse_params, pick_register_checks, provenance,  # noqa: E402
+                     pruner_search, searched_source, space_target_of, tune_context, workload_and_target, write_json)
 
 
 NOT_MEASURED = "not measured (search-overhead benchmark)"
@@ -168,7 +167,7 @@ def main() -> int:
             print(f"{strategy:6s} {entry['state']}: search per round {searched}; "
                   f"model update {entry['update_s']:.1f} s on {entry['records']} records", flush=True)
             rounds.append(entry)
-    payload = dict({"command": command_line(), "machine": machine(), "threads": threads},
+    payload = dict({**provenance(), "threads": threads},
                    **searched_source(args, target), per_iter=args.per_iter, params=params, runs=rounds)
     if args.out:
         write_json(args.out, payload)

@@ -22,10 +22,9 @@ import math
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import command_line, git_commit, machine, write_json  # noqa: E402
+from _common import provenance, write_json  # noqa: E402
 
 from ms_pruner.database.records import is_valid, mean_latency, records_in_file_order  # noqa: E402
 from ms_pruner.hardware import resolve_target  # noqa: E402
@@ -136,9 +135,7 @@ def main() -> int:
     rows = [pair_row(source, new, int(seed), args) for source, new in chosen for seed in args.seeds.split(",")]
     print(table(rows))
     if args.out:
-        write_json(args.out, {"command": command_line(), "machine": machine(), "commit": git_commit(),
-                              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                              "settings": vars(args), "rows": rows, "table": table(rows)})
+        write_json(args.out, {**provenance(), "settings": vars(args), "rows": rows, "table": table(rows)})
     return 0
 
 

@@ -30,7 +30,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import command_line, machine, read_json, valid_records, write_json  # noqa: E402
+from _common import provenance, read_json, valid_records, write_json  # noqa: E402
 
 from ms_pruner.builder.sass import instructions as parse_sass  # noqa: E402  (the listing's parser, shared)
 
@@ -197,7 +197,7 @@ def main() -> None:
     summary = summarize(rows)
     for group in summary:
         print(group)
-    write_json(args.out, {"command": command_line(), "machine": machine(), "summary": summary, "rows": rows})
+    write_json(args.out, {**provenance(), "summary": summary, "rows": rows})
 
 
 if __name__ == "__main__":
