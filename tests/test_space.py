@@ -311,7 +311,8 @@ def test_a_default_cold_round_on_sixteen_threads_keeps_both_families(tensor_intr
     assert len(picks) == 32 and families["mma"] >= 8 and families["wmma"] >= 8  # the floor: a quarter each
     analyzer = StaticAnalyzer.for_target(target)
     geometry = {id(s): kernel_geometry(analyzer.analyze(s)[1].features) for s in picks}
-    assert max(collections.Counter(geometry.values()).values()) <= 16  # cold_geometry_share: half the batch
+    random_picks = int(round(32 * strategy.settings.eps_greedy))  # drawn from the draft past the cap
+    assert max(collections.Counter(geometry.values()).values()) <= 16 + random_picks  # cold_geometry_share: half
     for family, brought in strategy.timings[-1]["family_floor"].items():
         assert brought == 0 or families[family] == 8  # the floor brings in what the family lacks, no more
         spread = {geometry[id(s)] for s in picks if sketch_family(s.trace) == family}
