@@ -80,14 +80,14 @@ def command_line() -> str:
 
 def tune_context(mod, target, strategy, seed: int, threads: int, space: Optional[str] = None):
     """A TuneContext as ``ms.tune_tir`` builds one per task (task "main"): MetaSchedule's default
-    rules (post-order-apply), or ms_pruner's ``space`` choice (wmma, mma, all, auto)."""
+    rules (post-order-apply), or ms_pruner's resolved ``space`` (``resolved_space``: wmma, mma, all)."""
     from tvm.s_tir import meta_schedule as ms
 
     from ms_pruner.intrinsics import register_tensor_intrinsics
-    from ms_pruner.space import tuning_space
+    from ms_pruner.space import space_generator
 
     register_tensor_intrinsics()
-    generator = tuning_space(space, mod, target)[2] if space else "post-order-apply"
+    generator = space_generator(space) if space else "post-order-apply"
     return ms.TuneContext(mod=mod, target=target, space_generator=generator, search_strategy=strategy,
                           task_name="main", rand_state=seed, num_threads=threads).clone()
 
@@ -122,20 +122,25 @@ def add_workload_arguments(parser) -> None:
 
 
 def workload_and_target(args):
-    """(normalised IRModule, target) of ``--workload`` on ``--gpu``."""
+    """(normalised IRModule, target, space) of ``--workload`` on ``--gpu`` (``resolved_space``)."""
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.tuning.driver import normalized_mod
     from ms_pruner.workloads import parse_workload
 
     mod = normalized_mod(parse_workload(args.workload).prim_func())
-    return mod, space_target_of(args, mod, get_gpu_spec(args.gpu).target())
+    return (mod, *resolved_space(args, mod, get_gpu_spec(args.gpu).target()))
 
 
-def space_target_of(args, mod, target):
-    """``target`` as ``--space`` is tuned with (the mma family's opt-in shared memory); as given without it."""
-    from ms_pruner.space import tuning_space
+def resolved_space(args, mod, target):
+    """(target, space) as ``--space`` is tuned: the target with the mma family's opt-in shared memory,
+    the choice with ``auto`` decided once (deciding it generates the mma rule's sketches); (target,
+    None) without ``--space``."""
+    from ms_pruner.space import resolve_space, space_target
 
-    return tuning_space(args.space, mod, target)[1] if args.space else target
+    if not args.space:
+        return target, None
+    space = resolve_space(args.space, mod, target)
+    return space_target(space, target), space
 
 
 def searched_source(args, target) -> dict:

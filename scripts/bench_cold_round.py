@@ -31,7 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (H100_MM4096, add_workload_arguments, divides_in_output_address, parse_params,  # noqa: E402
-                     pick_register_checks, provenance, pruner_search, searched_source, space_target_of, tune_context,
+                     pick_register_checks, provenance, pruner_search, searched_source, resolved_space, tune_context,
                      workload_and_target, write_json)
 
 
@@ -299,15 +299,16 @@ def main() -> int:
     from ms_pruner.builder import default_max_workers
 
     if args.workload:
-        mod, target = workload_and_target(args)
+        mod, target, space = workload_and_target(args)
         analyzer = StaticAnalyzer.for_target(target)
-        reference = random_reference(mod, target, args.random, analyzer, default_max_workers(), args.space)
+        reference = random_reference(mod, target, args.random, analyzer, default_max_workers(), space)
     else:
         from ms_pruner.tuning import open_database, records_for
 
         args.db = args.db or [H100_MM4096]
         record = records_for(open_database(args.db[0]))[0]
-        mod, target = record.workload.mod, space_target_of(args, record.workload.mod, record.target)
+        mod = record.workload.mod
+        target, space = resolved_space(args, mod, record.target)
         analyzer = StaticAnalyzer.for_target(target)
         reference = database_reference(args.db, analyzer, args.target_us)
     params = parse_params(args.set)
@@ -316,7 +317,7 @@ def main() -> int:
     for seed in (int(s) for s in args.seeds.split(",")):
         for generations, population, power in map(_draft, args.drafts.split(",")):
             run = cold_round(mod, target, generations, population, power, seed, threads, args.per_iter,
-                             analyzer, params, ptxas=args.ptxas, space=args.space)
+                             analyzer, params, ptxas=args.ptxas, space=space)
             picks = np.array(run["picks_estimate_us"])
             if "best_estimate_us" in reference:
                 run["picks_below_best_estimate"] = int((picks < reference["best_estimate_us"]).sum())

@@ -37,7 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (H100_MM4096, add_workload_arguments, parse_params, pick_register_checks, provenance,  # noqa: E402
-                     pruner_search, searched_source, space_target_of, tune_context, workload_and_target, write_json)
+                     pruner_search, searched_source, resolved_space, tune_context, workload_and_target, write_json)
 
 
 NOT_MEASURED = "not measured (search-overhead benchmark)"
@@ -149,18 +149,18 @@ def main() -> int:
 
     if args.workload:
         records, schedules, latency = [], [], []
-        (mod, target), states = workload_and_target(args), (False,)
+        (mod, target, space), states = workload_and_target(args), (False,)
     else:
         records, schedules, latency = load_measured(args.db)
         mod, states = records[0].workload.mod, (False, True)
-        target = space_target_of(args, mod, records[0].target)
+        target, space = resolved_space(args, mod, records[0].target)
     threads = default_max_workers()
     params = parse_params(args.set)
     rounds = []
     for strategy in args.strategies.split(","):
         for warm in states:
             entry = search_rounds(strategy, mod, target, records, schedules, latency, warm, args.seed, threads,
-                                  args.per_iter, args.warm_rounds, params, args.ptxas, args.space)
+                                  args.per_iter, args.warm_rounds, params, args.ptxas, space)
             searched = ", ".join(f"{r['search_s']:.1f} s ({r['candidates']}"
                                  + (f", {r['registers']['squeezed']} squeezed" if "registers" in r else "") + ")"
                                  for r in entry["rounds"])
