@@ -86,6 +86,7 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
             "most_picks_sharing_an_estimate": max(ties.values()),
             "geometries": len(geometries), "most_picks_sharing_a_geometry": max(geometries.values()),
             "geometries_by_family": _geometries_by_family(picks, pick_geometries, sketch_family),
+            "best_estimate_us_by_family": _best_estimate_by_family(picks, estimates, sketch_family),
             "distinct_tilings": len({tile_decisions(c.sch.trace) for c in picks}),
             "picks_by_shape": sorted((_shape_row(g, f, v) for (g, f), v in shapes.items()),
                                      key=lambda x: x["best_estimate_us"]),
@@ -98,6 +99,16 @@ def _geometries_by_family(picks, geometries, family) -> dict:
     for pick, geometry in zip(picks, geometries):
         counts[str(family(pick.sch.trace))][geometry] += 1
     return {name: sorted(c.values(), reverse=True) for name, c in counts.items()}
+
+
+def _best_estimate_by_family(picks, estimates, family) -> dict:
+    """For each rule family among ``picks``, its best pick's estimate in us: the family floor's picks
+    are only as good as what the draft and the climb reached of that family."""
+    best = {}
+    for pick, estimate in zip(picks, estimates):
+        name = str(family(pick.sch.trace))
+        best[name] = min(best.get(name, float("inf")), estimate.latency_s * 1e6)
+    return best
 
 
 def _shape_key(geometry: str, fetch) -> str:

@@ -135,22 +135,36 @@ def best_of_best_geometries(schedules: List, latency: Callable, geometry: Callab
     return [sch for members in chosen.values() for sch in members]
 
 
+def per_rule_family(schedules: List, rule_family: Optional[Callable], select: Callable[[List], List]) -> List:
+    """``select`` applied to each rule family's share of ``schedules`` (families in order of their best
+    member), or to all of them without ``rule_family``."""
+    if rule_family is None:
+        return select(schedules)
+    groups: Dict[Hashable, List] = {}
+    for sch in schedules:
+        groups.setdefault(rule_family(sch), []).append(sch)
+    return [chosen for group in groups.values() for chosen in select(group)]
+
+
 def climb_from_best_geometries(draft: List, space, latency: Callable, geometry: Callable, starts: int, steps: int,
-                               moves_per_step: int, rng: random.Random) -> List:
+                               moves_per_step: int, rng: random.Random, rule_family: Optional[Callable] = None) -> List:
     """Every schedule the climbs visit from the best-estimated member of each of the ``starts`` best
-    geometries of ``draft`` (duplicates of the draft or of each other included)."""
-    return [visited for sch in best_of_best_geometries(draft, latency, geometry, starts)
-            for visited in climb(space, sch, latency, steps, moves_per_step, rng)]
+    geometries of ``draft`` (of each rule family's share of it, with ``rule_family``; duplicates of
+    the draft or of each other included)."""
+    origins = per_rule_family(draft, rule_family, lambda group: best_of_best_geometries(group, latency, geometry, starts))
+    return [visited for sch in origins for visited in climb(space, sch, latency, steps, moves_per_step, rng)]
 
 
 def cold_climb(draft: List, space, latency: Callable, geometry: Callable, key_of: Callable, measured: set,
                starts: int, steps: int, moves_per_step: int, rng: random.Random,
-               members: int = 1, arranged: int = 0) -> Tuple[List, List, List]:
+               members: int = 1, arranged: int = 0, rule_family: Optional[Callable] = None) -> Tuple[List, List, List]:
     """(the schedules the climbs from ``draft``'s ``starts`` best geometries visit, the wide fetch-width
     variants of the ``members`` best members of each of the ``starts`` best geometries after the climb,
     the arrangement variants of the best member of each of the ``arranged`` best geometries after the
     climb, each also at its wide fetch widths), each without what ``draft``, ``measured`` (structural
-    hashes) or an earlier schedule already holds.
+    hashes) or an earlier schedule already holds. With ``rule_family``, each rule family of the draft
+    has its own best geometries: where one family ranks first, the family floor's picks of the other
+    (families.py) are then climbed ones too, not the draft's luck.
 
     Members are told apart by their decisions other than the operand fetches: two that differ only
     there have the same wide variants. More than one member matters where a geometry may take more
@@ -172,10 +186,12 @@ def cold_climb(draft: List, space, latency: Callable, geometry: Callable, key_of
     def replayed(traces):
         return unseen(space.replay_valid(traces, rng) if traces else [])
 
-    climbed = unseen(climb_from_best_geometries(draft, space, latency, geometry, starts, steps, moves_per_step, rng))
-    ends = best_of_best_geometries(draft + climbed, latency, geometry, starts, members,
-                                   lambda sch: decisions_but_operand_fetches(sch.trace))
+    climbed = unseen(climb_from_best_geometries(draft, space, latency, geometry, starts, steps, moves_per_step, rng,
+                                                rule_family))
+    ends = per_rule_family(draft + climbed, rule_family, lambda group: best_of_best_geometries(
+        group, latency, geometry, starts, members, lambda sch: decisions_but_operand_fetches(sch.trace)))
     variants = replayed([variant for sch in ends for variant in wide_fetch_variant_traces(sch.trace)])
-    rearranged = [trace for sch in best_of_best_geometries(draft + climbed, latency, geometry, arranged)
-                  for trace in arrangement_variant_traces(sch.trace)]
+    arranged_ends = per_rule_family(draft + climbed, rule_family,
+                                    lambda group: best_of_best_geometries(group, latency, geometry, arranged))
+    rearranged = [trace for sch in arranged_ends for trace in arrangement_variant_traces(sch.trace)]
     return climbed, variants, replayed(with_wide_fetch_variants(rearranged))

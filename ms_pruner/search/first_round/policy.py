@@ -27,6 +27,7 @@ from .fetch_width import widen_narrow_picks
 from .follow_up import FollowUp, resumed_follow_up, slice_sizes
 from .geometry import capped_per_group
 from .tie_order import TieOrder
+from ...space import sketch_family
 
 
 class FirstRoundPolicy:
@@ -53,7 +54,9 @@ class FirstRoundPolicy:
         """``draft`` and what the analyzer climb adds: the schedules it visits from the best
         geometries, the wide fetch-width variants of each one's best members (as many members as a
         geometry's capped picks need to alternate between two tied variants: half the cap; one
-        when no cap holds), and the fragment arrangements of the ``cold_arranged_geometries`` best."""
+        when no cap holds), and the fragment arrangements of the ``cold_arranged_geometries`` best.
+        With ``cold_climb_per_family``, best within each rule family: the family floor's picks of a
+        family ranked second are then climbed ones, not only what the draft happened to reach."""
         if self.config.cold_climb_starts <= 0:
             return draft
         facts, cap = self.facts, self.geometry_cap(batch)
@@ -62,7 +65,8 @@ class FirstRoundPolicy:
             climbed, variants, arranged = cold_climb(
                 draft, self.space, lambda s: facts.estimate(s).latency_s, facts.geometry, facts.key, measured,
                 self.config.cold_climb_starts, self.config.cold_climb_steps, self.config.cold_climb_moves,
-                self.rng, members=-(-cap // 2) if cap else 1, arranged=self.config.cold_arranged_geometries)
+                self.rng, members=-(-cap // 2) if cap else 1, arranged=self.config.cold_arranged_geometries,
+                rule_family=(lambda s: sketch_family(s.trace)) if self.config.cold_climb_per_family else None)
         stats["climb_replayed"], stats["climb_valid"] = self.space.replays_since(replays)
         stats.update(climbed=len(climbed), fetch_variants=len(variants), arrangement_variants=len(arranged))
         return draft + climbed + variants + arranged
