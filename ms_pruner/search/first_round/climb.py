@@ -136,8 +136,8 @@ def best_of_best_geometries(schedules: List, latency: Callable, geometry: Callab
 
 
 def per_rule_family(schedules: List, rule_family: Optional[Callable], select: Callable[[List], List]) -> List:
-    """``select`` applied to each rule family's share of ``schedules`` (families in order of their best
-    member), or to all of them without ``rule_family``."""
+    """``select`` applied to each rule family's share of ``schedules`` (in the order the families first
+    appear there), or to all of them without ``rule_family``."""
     if rule_family is None:
         return select(schedules)
     groups: Dict[Hashable, List] = {}
