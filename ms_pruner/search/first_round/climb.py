@@ -151,7 +151,8 @@ def climb_from_best_geometries(draft: List, space, latency: Callable, geometry: 
     """Every schedule the climbs visit from the best-estimated member of each of the ``starts`` best
     geometries of ``draft`` (of each rule family's share of it, with ``rule_family``; duplicates of
     the draft or of each other included)."""
-    origins = per_rule_family(draft, rule_family, lambda group: best_of_best_geometries(group, latency, geometry, starts))
+    origins = per_rule_family(draft, rule_family,
+                              lambda group: best_of_best_geometries(group, latency, geometry, starts))
     return [visited for sch in origins for visited in climb(space, sch, latency, steps, moves_per_step, rng)]
 
 
