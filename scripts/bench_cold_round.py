@@ -71,6 +71,7 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
     families = collections.Counter(_family(e) for e in estimates)
     ties = collections.Counter(f"{e.latency_s:.6g}" for e in estimates)
     pick_geometries = [kernel_geometry(e.features) for e in estimates]
+    pick_families = [str(sketch_family(c.sch.trace)) for c in picks]
     geometries = collections.Counter(pick_geometries)
     checks = pick_register_checks(picks, estimates, target, analyzer) if ptxas else [None] * len(picks)
     shapes = collections.defaultdict(list)
@@ -85,28 +86,28 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
             "picks_dividing_in_output_address": sum(divides_in_output_address(c.sch.mod, target) for c in picks),
             "most_picks_sharing_an_estimate": max(ties.values()),
             "geometries": len(geometries), "most_picks_sharing_a_geometry": max(geometries.values()),
-            "geometries_by_family": _geometries_by_family(picks, pick_geometries, sketch_family),
-            "best_estimate_us_by_family": _best_estimate_by_family(picks, estimates, sketch_family),
+            "geometries_by_family": _geometries_by_family(pick_families, pick_geometries),
+            "best_estimate_us_by_family": _best_estimate_by_family(pick_families, estimates),
             "distinct_tilings": len({tile_decisions(c.sch.trace) for c in picks}),
             "picks_by_shape": sorted((_shape_row(g, f, v) for (g, f), v in shapes.items()),
                                      key=lambda x: x["best_estimate_us"]),
             **({"ptxas": summarize_register_checks(checks)} if ptxas else {})}
 
 
-def _geometries_by_family(picks, geometries, family) -> dict:
-    """For each rule family among ``picks`` (``space.sketch_family``), its picks per kernel geometry, most first."""
+def _geometries_by_family(families, geometries) -> dict:
+    """For each rule family among the picks (``space.sketch_family`` of each), its picks per kernel
+    geometry, most first."""
     counts = collections.defaultdict(collections.Counter)
-    for pick, geometry in zip(picks, geometries):
-        counts[str(family(pick.sch.trace))][geometry] += 1
+    for name, geometry in zip(families, geometries):
+        counts[name][geometry] += 1
     return {name: sorted(c.values(), reverse=True) for name, c in counts.items()}
 
 
-def _best_estimate_by_family(picks, estimates, family) -> dict:
-    """For each rule family among ``picks``, its best pick's estimate in us: the family floor's picks
+def _best_estimate_by_family(families, estimates) -> dict:
+    """For each rule family among the picks, its best pick's estimate in us: the family floor's picks
     are only as good as what the draft and the climb reached of that family."""
     best = {}
-    for pick, estimate in zip(picks, estimates):
-        name = str(family(pick.sch.trace))
+    for name, estimate in zip(families, estimates):
         best[name] = min(best.get(name, float("inf")), estimate.latency_s * 1e6)
     return best
 
