@@ -56,7 +56,7 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
                                     summarize_register_checks)
     from ms_pruner.cost_model import PaCM
     from ms_pruner.search import tile_decisions
-    from ms_pruner.space import sketch_family
+    from ms_pruner.space import sketch_family, tensor_instruction
 
     strategy = pruner_search(seed, dict(params, cold_genetic_iters=generations, cold_population=population,
                                         cold_selection_power=power))
@@ -72,6 +72,7 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
     ties = collections.Counter(f"{e.latency_s:.6g}" for e in estimates)
     pick_geometries = [kernel_geometry(e.features) for e in estimates]
     pick_families = [str(sketch_family(c.sch.trace)) for c in picks]
+    pick_instructions = [str(tensor_instruction(c.sch.trace)) for c in picks]
     geometries = collections.Counter(pick_geometries)
     checks = pick_register_checks(picks, estimates, target, analyzer) if ptxas else [None] * len(picks)
     shapes = collections.defaultdict(list)
@@ -88,6 +89,8 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
             "geometries": len(geometries), "most_picks_sharing_a_geometry": max(geometries.values()),
             "geometries_by_family": _geometries_by_family(pick_families, pick_geometries),
             "best_estimate_us_by_family": _best_estimate_by_family(pick_families, estimates),
+            "picks_by_instruction": dict(collections.Counter(pick_instructions)),
+            "best_estimate_us_by_instruction": _best_estimate_by_family(pick_instructions, estimates),
             "distinct_tilings": len({tile_decisions(c.sch.trace) for c in picks}),
             "picks_by_shape": sorted((_shape_row(g, f, v) for (g, f), v in shapes.items()),
                                      key=lambda x: x["best_estimate_us"]),
@@ -104,8 +107,8 @@ def _geometries_by_family(families, geometries) -> dict:
 
 
 def _best_estimate_by_family(families, estimates) -> dict:
-    """For each rule family among the picks, its best pick's estimate in us: the family floor's picks
-    are only as good as what the draft and the climb reached of that family."""
+    """For each rule family (or instruction) among the picks, its best pick's estimate in us: the
+    family floor's picks are only as good as what the draft and the climb reached of that family."""
     best = {}
     for name, estimate in zip(families, estimates):
         best[name] = min(best.get(name, float("inf")), estimate.latency_s * 1e6)

@@ -290,7 +290,8 @@ def test_a_default_cold_round_on_sixteen_threads_keeps_both_families(tensor_intr
     kernels and no mma one. The carry keeps each family's share, so the floor holds a quarter of
     the batch for each family, and what the floor brings in is of different kernel geometries as
     far as the carry holds them (each family's climb fills the carry's share with a few geometries'
-    members). A 16-thread evolution is not deterministic; which family the floor serves varies."""
+    members). Each instruction of the draft (wmma, m16n8k8, m16n8k16) climbs from its own best
+    geometries. A 16-thread evolution is not deterministic; which family the floor serves varies."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
@@ -298,7 +299,7 @@ def test_a_default_cold_round_on_sixteen_threads_keeps_both_families(tensor_intr
     from ms_pruner.cost_model import PaCM
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import PrunerSearch
-    from ms_pruner.space import sketch_family, tuning_space
+    from ms_pruner.space import sketch_family, tensor_instruction, tuning_space
 
     mod = tvm.IRModule({"main": parse_workload(GEMM).prim_func()})
     _, target, generator = tuning_space("all", mod, get_gpu_spec("h200").target())
@@ -314,6 +315,8 @@ def test_a_default_cold_round_on_sixteen_threads_keeps_both_families(tensor_intr
     geometry = {id(s): kernel_geometry(analyzer.analyze(s)[1].features) for s in picks}
     random_picks = int(round(32 * strategy.settings.eps_greedy))  # drawn from the draft past the cap
     assert max(collections.Counter(geometry.values()).values()) <= 16 + random_picks  # cold_geometry_share: half
+    drafted = {tensor_instruction(s.trace) for s in strategy.carry + picks}
+    assert set(strategy.timings[-1]["climbed_by_group"]) == drafted == {"wmma", "m16n8k8", "m16n8k16"}
     for family, brought in strategy.timings[-1]["family_floor"].items():
         assert families[family] == 8  # the floor brings in what the family lacks, no more
         spread = {geometry[id(s)] for s in picks if sketch_family(s.trace) == family}
@@ -473,17 +476,18 @@ def test_pruners_samplers_draw_each_family_as_often_as_the_other(tensor_intrinsi
 
 
 def test_each_rule_family_climbs_from_its_own_best_geometries(tensor_intrinsics):
-    """``climb.cold_climb`` on a draft of both families: with ``rule_family`` each family's best
-    geometry is a climb start (so the family floor's picks of the family ranked second are climbed
-    ones too); without it, one start of the family ranked first. A tile move keeps the sketch, so a
-    climb stays in its family."""
+    """``climb.cold_climb`` on a draft of both families and both mma instructions: grouped by
+    ``rule_family``, each family's best geometry is a climb start (so the family floor's picks of the
+    family ranked second are climbed ones too), and grouped by instruction each of wmma, m16n8k8 and
+    m16n8k16 climbs; without a grouping, one start of the kind ranked first. A tile move keeps the
+    sketch, so a climb stays in its family and instruction."""
     import random
 
     import tvm_ffi
 
     from ms_pruner.analysis import StaticAnalyzer, kernel_geometry
     from ms_pruner.search.first_round.climb import cold_climb
-    from ms_pruner.space import sketch_family
+    from ms_pruner.space import sketch_family, tensor_instruction
 
     _, target, space = _space("matmul:1024x1024x1024:float16:float32", "all")
     analyzer = StaticAnalyzer.for_target(target)
@@ -497,15 +501,18 @@ def test_each_rule_family_climbs_from_its_own_best_geometries(tensor_intrinsics)
 
     draft = space.sample(16, seed=2)
     family = lambda sch: sketch_family(sch.trace)  # noqa: E731
+    instruction = lambda sch: tensor_instruction(sch.trace)  # noqa: E731
     best = min(draft, key=lambda s: estimate(s).latency_s)
-    assert {family(s) for s in draft} == {"wmma", "mma"}
+    best_mma = min((s for s in draft if family(s) == "mma"), key=lambda s: estimate(s).latency_s)
+    assert {instruction(s) for s in draft} == {"wmma", "m16n8k8", "m16n8k16"}
 
-    def climbed_families(rule_family):
-        climbed, _, _ = cold_climb(
+    def climbed(group):
+        schedules, _, _ = cold_climb(
             draft, space, lambda s: estimate(s).latency_s, lambda s: kernel_geometry(estimate(s).features),
             lambda s: int(tvm_ffi.structural_hash(s.mod)), set(), starts=1, steps=1, moves_per_step=12,
-            rng=random.Random(0), rule_family=rule_family)
-        return {family(s) for s in climbed}
+            rng=random.Random(0), rule_family=group)
+        return {instruction(s) for s in schedules}
 
-    assert climbed_families(None) == {family(best)}
-    assert climbed_families(family) == {"wmma", "mma"}
+    assert climbed(None) == {instruction(best)}
+    assert climbed(family) == {"wmma", instruction(best_mma)}
+    assert climbed(instruction) == {"wmma", "m16n8k8", "m16n8k16"}

@@ -27,7 +27,7 @@ from ..errors import UserError
 from ..hardware import get_gpu_spec
 from ..search.droplet import tile_decisions
 from ..search.space import DesignSpace
-from ..space.families import SPACES, mma_shape, pipeline_depth, sketch_family, tuning_space
+from ..space.families import SPACES, pipeline_depth, sketch_family, tensor_instruction, tuning_space
 from ..threads import map_on_threads
 from ..tuning.driver import normalized_mod
 from ..workloads import parse_workload
@@ -82,7 +82,7 @@ def describe(sch, analyzer) -> dict:
     spec = analyzer.hardware
     return {
         "family": sketch_family(sch.trace),
-        "instruction": mma_shape(sch.trace) or sketch_family(sch.trace),
+        "instruction": tensor_instruction(sch.trace),
         "pipeline_depth": pipeline_depth(sch.trace),
         "geometry": geometry_name(kernel_geometry(features)),
         "tiles": [list(t) for t in tile_decisions(sch.trace)],

@@ -206,6 +206,12 @@ def mma_shape(trace) -> Optional[str]:
     return intrinsic.split("_")[2] if intrinsic and intrinsic.startswith("mma_sync") else None
 
 
+def tensor_instruction(trace) -> Optional[str]:
+    """``wmma``, ``m16n8k8`` or ``m16n8k16``: the tensor-core instruction a trace's sketch computes with
+    (the mma family's two are sketches of their own); None off tensor cores."""
+    return mma_shape(trace) or sketch_family(trace)
+
+
 def pipeline_depth(trace) -> Optional[int]:
     """Shared-memory stages of a pipelined trace: its outer pipeline's last stage + 1; None unpipelined."""
     stages = outer_stage_annotation(trace)

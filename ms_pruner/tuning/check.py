@@ -21,7 +21,7 @@ from ..builder import lower_candidate
 from ..database.records import fastest_records, mean_latency, open_database, records_for, replay_record
 from ..errors import UserError, require_positive
 from ..hardware import resolve_target
-from ..space.families import mma_shape, sketch_family
+from ..space.families import tensor_instruction
 from ..workloads import parse_workload
 from .driver import normalized_mod
 from .reference import torch_operation
@@ -73,7 +73,7 @@ def check_fastest(work_dir: str, spec: str, target, top: int = 1) -> List[Output
         checks.append(OutputCheck(work_dir=work_dir, workload=spec, best_latency_s=mean_latency(record),
                                   error=_error(out.numpy(), exact), tolerance=TOLERANCE.get(workload.out_dtype, 1e-3),
                                   torch_error=torch_error, rank=rank,
-                                  instruction=mma_shape(record.trace) or sketch_family(record.trace)))
+                                  instruction=tensor_instruction(record.trace)))
     return checks
 
 

@@ -19,7 +19,7 @@ percent apart. The policy acts at four points of a round, and nowhere else:
 from __future__ import annotations
 
 import collections
-from typing import Iterable, List, Optional
+from typing import Callable, Iterable, List, Optional
 
 from .climb import cold_climb
 from .families import family_lookup, with_family_floor
@@ -27,7 +27,7 @@ from .fetch_width import widen_narrow_picks
 from .follow_up import FollowUp, resumed_follow_up, slice_sizes
 from .geometry import capped_per_group
 from .tie_order import TieOrder
-from ...space import sketch_family
+from ...space import sketch_family, tensor_instruction
 
 
 class FirstRoundPolicy:
@@ -56,20 +56,31 @@ class FirstRoundPolicy:
         geometry's capped picks need to alternate between two tied variants: half the cap; one
         when no cap holds), and the fragment arrangements of the ``cold_arranged_geometries`` best.
         With ``cold_climb_per_family``, best within each rule family: the family floor's picks of a
-        family ranked second are then climbed ones, not only what the draft happened to reach."""
+        family ranked second are then climbed ones, not only what the draft happened to reach. With
+        ``cold_climb_per_instruction`` too, within each sketch's instruction (wmma, m16n8k8, m16n8k16):
+        a climb only changes tile factors, so from m16n8k8 starts it never reaches m16n8k16."""
         if self.config.cold_climb_starts <= 0:
             return draft
-        facts, cap = self.facts, self.geometry_cap(batch)
+        facts, cap, group = self.facts, self.geometry_cap(batch), self._climb_group()
         with stats.stage("climb"):
             replays = self.space.replays
             climbed, variants, arranged = cold_climb(
                 draft, self.space, lambda s: facts.estimate(s).latency_s, facts.geometry, facts.key, measured,
                 self.config.cold_climb_starts, self.config.cold_climb_steps, self.config.cold_climb_moves,
                 self.rng, members=-(-cap // 2) if cap else 1, arranged=self.config.cold_arranged_geometries,
-                rule_family=(lambda s: sketch_family(s.trace)) if self.config.cold_climb_per_family else None)
+                rule_family=group)
         stats["climb_replayed"], stats["climb_valid"] = self.space.replays_since(replays)
         stats.update(climbed=len(climbed), fetch_variants=len(variants), arrangement_variants=len(arranged))
+        if group is not None:
+            stats["climbed_by_group"] = dict(collections.Counter(str(group(s)) for s in climbed))
         return draft + climbed + variants + arranged
+
+    def _climb_group(self) -> Optional[Callable]:
+        """What the climb's starts are chosen within: a sketch's instruction, its rule family, or none."""
+        if not self.config.cold_climb_per_family:
+            return None
+        group = tensor_instruction if self.config.cold_climb_per_instruction else sketch_family
+        return lambda sch: group(sch.trace)
 
     def batch_order(self, size: int, cap_of: int, prior: Optional[collections.Counter] = None):
         """BatchRules.order for a batch of ``size``, capped as a batch of ``cap_of`` is (a follow-up
