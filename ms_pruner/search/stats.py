@@ -1,6 +1,6 @@
 """RoundStats: what one PrunerSearch round did, as the round log's ``strategy`` entry records it.
 
-The log's fields are documented once, in docs/search.md ("The round log"): a stage's seconds are
+The log's fields are documented once, in docs/architecture.md ("The round log"): a stage's seconds are
 ``<stage>_s`` (``STAGES``, in the order a round runs them), the rest are counts.
 """
 
