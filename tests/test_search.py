@@ -746,6 +746,46 @@ def test_reshape_moves_keep_grid_warps_and_fragments_and_change_the_aspect(tenso
     assert checked > 0 and valid > 0
 
 
+def test_an_mma_tiling_reshapes_and_rearranges_within_its_partitioned_splits(tensor_intrinsics):
+    """The mma rule splits each spatial dimension with ``SamplePartitionedTile`` (within a warp a
+    multiple of ``innerpart_factor``), not ``SamplePerfectTile``: its splits still get reshapes and
+    fragment arrangements, each allowed by the split, and the reshapes keep each level group's
+    product over both dimensions as WMMA's do."""
+    import math
+    import tvm
+
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.first_round.arrangement import arrangement_variant_traces, warp_tile_splits
+    from ms_pruner.search.first_round.climb import RESHAPE_GROUPS, reshape_moves
+    from ms_pruner.space import tuning_space
+
+    mod = tvm.IRModule({"main": parse_workload("matmul:1024x1024x1024:float16:float32").prim_func()})
+    _, target, generator = tuning_space("mma", mod, get_gpu_spec("h100").target())
+    space = DesignSpace(mod, target, space=generator)
+
+    def within_warp_allowed(inst, factors):
+        return math.prod(factors[int(inst.attrs[1]):]) % int(inst.attrs[2]) == 0
+
+    reshapes = arrangements = 0
+    for sample in space.sample(4, seed=1):
+        base = sample.trace.simplified(remove_postproc=True)
+        splits = warp_tile_splits(base)
+        assert len(splits) == 2 and {inst.kind.name for inst in splits} == {"SamplePartitionedTile"}
+        for (first, new_first), (second, new_second) in reshape_moves(base):
+            old = [[int(x) for x in base.decisions[inst]] for inst in (first, second)]
+            for group in RESHAPE_GROUPS:
+                assert (math.prod(new_first[g] for g in group) * math.prod(new_second[g] for g in group)
+                        == math.prod(old[0][g] for g in group) * math.prod(old[1][g] for g in group))
+            assert within_warp_allowed(first, new_first) and within_warp_allowed(second, new_second)
+            reshapes += 1
+        for variant in arrangement_variant_traces(base):
+            for inst in warp_tile_splits(variant):
+                assert within_warp_allowed(inst, [int(x) for x in variant.decisions[inst]])
+            arrangements += 1
+    assert reshapes > 0 and arrangements > 0
+
+
 @needs_h100_data
 @pytest.mark.slow
 def test_climb_reshapes_the_stock_runs_best_block_into_the_one_the_analyzer_ranks_first(tensor_intrinsics):

@@ -35,7 +35,7 @@ def innermost_bound(inst) -> int:
 TILE_SAMPLES = ("SamplePerfectTile", "SamplePartitionedTile")
 
 
-def _tile_allows(inst, factors: List[int]) -> bool:
+def tile_allows(inst, factors: List[int]) -> bool:
     """Whether a tile split's instruction accepts ``factors``: a perfect tile's innermost bound, a
     partitioned tile's inner levels (from ``partition_pos``) a multiple of ``innerpart_factor``."""
     if inst.kind.name == "SamplePartitionedTile":
@@ -67,7 +67,7 @@ def neighbour_decisions(trace) -> List[Tuple[object, object]]:
                         new = list(factors)
                         new[src] //= prime
                         new[dst] *= prime
-                        if _tile_allows(inst, new):
+                        if tile_allows(inst, new):
                             moves.append((inst, new))
         elif kind == "SampleCategorical":
             index = int(decision)

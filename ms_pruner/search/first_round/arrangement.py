@@ -14,14 +14,15 @@ from __future__ import annotations
 import itertools
 from typing import List, Tuple
 
-from ..droplet import innermost_bound
+from ..droplet import TILE_SAMPLES, tile_allows
 
 WARP_LEVELS = (3, 4)
 
 
 def warp_tile_splits(trace) -> List:
-    """The five-level ``SamplePerfectTile`` instructions of ``trace`` (its spatial splits), in trace order."""
-    return [inst for inst in trace.insts if inst.kind.name == "SamplePerfectTile" and inst in trace.decisions
+    """The five-level tile splits of ``trace`` (its spatial ones: WMMA's ``SamplePerfectTile``, the mma
+    rule's ``SamplePartitionedTile``), in trace order."""
+    return [inst for inst in trace.insts if inst.kind.name in TILE_SAMPLES and inst in trace.decisions
             and len(trace.decisions[inst]) == 5]
 
 
@@ -31,19 +32,21 @@ def fragment_arrangement(trace) -> Tuple[Tuple[int, int], ...]:
                  for inst in warp_tile_splits(trace))
 
 
-def _splits_of(product: int, bound: int) -> List[Tuple[int, int]]:
+def _warp_splits(inst, factors: List[int]) -> List[Tuple[int, int]]:
+    """Every (S3, S4) with the product of ``factors``' that ``inst`` allows."""
+    product = factors[3] * factors[4]
     return [(product // inner, inner) for inner in range(1, product + 1)
-            if product % inner == 0 and (bound <= 0 or inner <= bound)]
+            if product % inner == 0 and tile_allows(inst, factors[:3] + [product // inner, inner])]
 
 
 def arrangement_variant_traces(trace) -> List:
     """``trace`` with its warp fragments arranged every other way (each five-level split's S3 x S4
-    re-split over its divisors, S4 within the split's innermost bound), postprocessors removed; the
+    re-split over its divisors, as far as the split allows), postprocessors removed; the
     valid ones, once replayed, are the arrangement variants of its tiling."""
     base = trace.simplified(remove_postproc=True)
     splits = warp_tile_splits(base)
     own = [[int(x) for x in base.decisions[inst]] for inst in splits]
-    choices = [_splits_of(factors[3] * factors[4], innermost_bound(inst)) for inst, factors in zip(splits, own)]
+    choices = [_warp_splits(inst, factors) for inst, factors in zip(splits, own)]
     traces = []
     for combination in itertools.product(*choices):
         if all(pair == (factors[3], factors[4]) for pair, factors in zip(combination, own)):

@@ -15,7 +15,9 @@ single move leaves a kernel the analyzer likes less (a smaller or a larger block
 warps) and the climb stops short of the 128 x 128 block of 2 x 2 warps it ranks first. Where no
 single move improves, the climb tries the *reshapes* (``reshape_moves``): a factor moved between
 two level groups of one dimension and back between the same groups of another, which keeps the
-grid, the warps and each warp's fragment count and changes only how they are shaped.
+grid, the warps and each warp's fragment count and changes only how they are shaped. The mma
+rule's splits are partitioned ones (a warp's share a multiple of ``innerpart_factor``); they get
+the same moves, within that constraint.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import random
 from typing import Callable, Dict, Hashable, List, Optional, Tuple
 
 from .arrangement import arrangement_variant_traces, warp_tile_splits
-from ..droplet import TILE_SAMPLES, innermost_bound, neighbour_decisions, tile_decisions
+from ..droplet import TILE_SAMPLES, neighbour_decisions, tile_allows, tile_decisions
 from .fetch_width import decisions_but_operand_fetches, wide_fetch_variant_traces, with_wide_fetch_variants
 
 
@@ -41,9 +43,9 @@ RESHAPE_GROUPS = ((0, 1), (2,), (3, 4))
 
 
 def _moved(factors: List[int], source: Tuple[int, ...], target: Tuple[int, ...], prime: int,
-           bound: int) -> Optional[List[int]]:
+           allows: Callable[[List[int]], bool]) -> Optional[List[int]]:
     """``factors`` with ``prime`` moved from the innermost level of ``source`` it divides to the
-    innermost level of ``target`` that stays within the innermost bound; None if there is none."""
+    innermost level of ``target`` where the split ``allows`` the result; None if there is none."""
     start = next((level for level in reversed(source) if factors[level] % prime == 0), None)
     if start is None:
         return None
@@ -51,7 +53,7 @@ def _moved(factors: List[int], source: Tuple[int, ...], target: Tuple[int, ...],
         new = list(factors)
         new[start] //= prime
         new[level] *= prime
-        if bound <= 0 or new[-1] <= bound:
+        if allows(new):
             return new
     return None
 
@@ -65,10 +67,9 @@ def reshape_moves(trace, prime: int = 2) -> List[Tuple[Tuple, Tuple]]:
     moves = []
     for first, second in itertools.permutations(warp_tile_splits(trace), 2):
         own = [[int(x) for x in trace.decisions[inst]] for inst in (first, second)]
-        bounds = [innermost_bound(inst) for inst in (first, second)]
         for g, h in itertools.combinations(RESHAPE_GROUPS, 2):
-            new_first = _moved(own[0], g, h, prime, bounds[0])
-            new_second = _moved(own[1], h, g, prime, bounds[1])
+            new_first = _moved(own[0], g, h, prime, lambda f: tile_allows(first, f))
+            new_second = _moved(own[1], h, g, prime, lambda f: tile_allows(second, f))
             if new_first is not None and new_second is not None:
                 moves.append(((first, new_first), (second, new_second)))
     return moves
