@@ -701,7 +701,7 @@ def test_analyzer_climb_moves_tiles_only_and_improves_the_estimate(tensor_intrin
     start = max(space.sample(6, seed=7), key=latency)
     base = start.trace.simplified(remove_postproc=True)
     assert tile_moves(base) and all(inst.kind.name == "SamplePerfectTile" for inst, _ in tile_moves(base))
-    visited = climb(space, start, latency, steps=3, moves_per_step=16, rng=random.Random(0))
+    visited = climb(space, [start], latency, steps=3, moves_per_step=16, rng=random.Random(0))
     assert visited
     for sch in visited:
         trace = sch.trace.simplified(remove_postproc=True)
@@ -710,6 +710,32 @@ def test_analyzer_climb_moves_tiles_only_and_improves_the_estimate(tensor_intrin
         assert [int(np.prod(t)) for t in tile_decisions(trace)] == [int(np.prod(t)) for t in tile_decisions(base)]
     assert min(latency(s) for s in visited) < latency(start)
     assert len({tile_decisions(s.trace.simplified(remove_postproc=True)) for s in visited}) == len(visited)
+
+
+def test_climbs_from_several_starts_replay_each_step_in_one_batch(tensor_intrinsics):
+    """``climb.climb`` from three starts: the climbs go in lockstep, so a step is one batch of every
+    climb's moves (and one of the reshapes of those no move improved), not a batch a climb, and each
+    start's first step visits its own neighbours."""
+    import random
+
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace, tile_decisions
+    from ms_pruner.search.first_round.climb import climb
+
+    target = get_gpu_spec("h100").target()
+    space = DesignSpace(parse_workload("matmul:512x512x512:float16:float32").prim_func(), target)
+    analyzer = StaticAnalyzer.for_target(target)
+    starts = space.sample(3, seed=7)
+    before = space.replays
+    visited = climb(space, starts, lambda s: analyzer.estimate(s.mod).latency_s, steps=2, moves_per_step=8,
+                    rng=random.Random(0))
+    replayed, valid, batches = space.replays_since(before)
+    assert valid == len(visited) and replayed > 2 * 8 and 2 <= batches <= 2 * 2
+    own = [tile_decisions(s.trace.simplified(remove_postproc=True)) for s in starts]
+    reached = {tile_decisions(s.trace.simplified(remove_postproc=True)) for s in visited}
+    for start in own:  # one prime factor moved away from the start: a first-step neighbour of it
+        assert any(sum(a != b for t, u in zip(start, tiling) for a, b in zip(t, u)) == 2 for tiling in reached)
 
 
 def test_reshape_moves_keep_grid_warps_and_fragments_and_change_the_aspect(tensor_intrinsics):
@@ -813,7 +839,7 @@ def test_climb_reshapes_the_stock_runs_best_block_into_the_one_the_analyzer_rank
         return geometry_name(kernel_geometry(analyzer.estimate(sch.mod).features))
 
     assert geometry(start).endswith("operand tiles 8192+32768 B")
-    visited = climb(space, start, latency, steps=3, moves_per_step=24, rng=random.Random(0))
+    visited = climb(space, [start], latency, steps=3, moves_per_step=24, rng=random.Random(0))
     reached = min(visited, key=latency)
     assert geometry(reached) == "grid 1024 x 128 thr, 16 acc frags, 64 trips, operand tiles 16384+16384 B"
     assert latency(reached) < 0.9 * latency(start)

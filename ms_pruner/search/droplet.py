@@ -100,7 +100,7 @@ def unmeasured_neighbours(space, best_trace, limit: int, rng: random.Random, unm
     with stats.stage("droplet"):
         if best_trace is not None:
             found = [s for s in neighbours(space, best_trace, limit, rng.randrange(1 << 30)) if unmeasured(s)]
-    stats["droplet_replayed"], stats["droplet_valid"] = space.replays_since(replays)
+    stats["droplet_replayed"], stats["droplet_valid"], _ = space.replays_since(replays)
     stats["droplet"] = len(found)
     return found
 

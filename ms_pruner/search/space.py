@@ -49,7 +49,7 @@ class DesignSpace:
         self.mutator_probs = {m: float(p) for m, p in generator.mutator_probs.items()}
         self.verify_at = next((i for i, p in enumerate(self.postprocs) if type(p).__name__ == "VerifyGPUCode"),
                               len(self.postprocs))  # where replay_checked reads a schedule
-        self.replays = (0, 0)  # (traces replay_valid replayed, those that came back valid), over its life
+        self.replays = (0, 0, 0)  # (traces replay_each replayed, those that came back valid, its calls), over its life
 
     def pick_sketch(self, rng: random.Random) -> int:
         """A random sketch's index, each rule family drawn as often as the others: a family's share
@@ -122,17 +122,22 @@ class DesignSpace:
         return map_on_threads(replay, traces, seeds, threads=self.context.num_threads)
 
     def replay_valid(self, traces: List, rng: random.Random) -> List:
-        """The schedules of ``traces`` that replay and pass the postprocessors, in order, each
-        replayed with a seed drawn from ``rng`` (one per trace, drawn before any replay runs, so
-        the draws do not depend on which traces fail)."""
+        """The schedules of ``traces`` that replay and pass the postprocessors, in order."""
+        return [sch for sch in self.replay_each(traces, rng) if sch is not None]
+
+    def replay_each(self, traces: List, rng: random.Random) -> List:
+        """Each of ``traces`` replayed, None where it fails or a postprocessor rejects it, each with a
+        seed drawn from ``rng`` (one per trace, drawn before any replay runs, so the draws do not
+        depend on which traces fail)."""
         seeds = [rng.randrange(1, 1 << 30) for _ in traces]
-        valid = [sch for sch in self.replay_many(traces, seeds) if sch is not None]
-        self.replays = (self.replays[0] + len(traces), self.replays[1] + len(valid))
-        return valid
+        schedules = self.replay_many(traces, seeds)
+        replayed, valid, batches = self.replays
+        self.replays = (replayed + len(traces), valid + sum(s is not None for s in schedules), batches + 1)
+        return schedules
 
     def replays_since(self, before: tuple) -> tuple:
-        """(replayed, valid) of ``replay_valid`` since ``replays`` was ``before``."""
-        return self.replays[0] - before[0], self.replays[1] - before[1]
+        """(replayed, valid, batches) of ``replay_each`` since ``replays`` was ``before``."""
+        return tuple(now - then for now, then in zip(self.replays, before))
 
     def sample(self, count: int, seed: int = 0, max_attempts: Optional[int] = None,
                exclude: Optional[set] = None, verdicts: Optional[dict] = None) -> List:

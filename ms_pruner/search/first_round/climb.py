@@ -75,43 +75,72 @@ def reshape_moves(trace, prime: int = 2) -> List[Tuple[Tuple, Tuple]]:
     return moves
 
 
-def climb(space, start, latency: Callable, steps: int, moves_per_step: int, rng: random.Random) -> List:
-    """Every valid schedule visited by a best-improvement climb from ``start``: each step replays up to
-    ``moves_per_step`` random tile moves of the current schedule, and, when none of them beats it,
-    its reshapes (``reshape_moves``), and moves to the one with the lowest ``latency(schedule)`` if it
-    beats the current one; stops early at a local optimum. A tiling is replayed once per climb: the
-    start's and the ones already tried are skipped."""
-    base = start.trace.simplified(remove_postproc=True)
-    current = latency(start)
-    visited, tilings = [], {tile_decisions(base)}
+class _Climb:
+    """One best-improvement climb: its current trace and estimate, and the tilings it has tried (its
+    start's included), each replayed once: a step back or a tiling an earlier step tried is skipped."""
 
-    def best_of(traces):
-        nonlocal current
-        fresh = []
+    def __init__(self, start, latency: Callable):
+        self.base = start.trace.simplified(remove_postproc=True)
+        self.current = latency(start)
+        self.tilings = {tile_decisions(self.base)}
+        self.better = None
+
+    def fresh(self, traces) -> List:
+        out = []
         for trace in traces:
             tiling = tile_decisions(trace)
-            if tiling not in tilings:  # not a step back, nor a tiling an earlier step replayed
-                tilings.add(tiling)
-                fresh.append(trace)
-        better = None
-        for sch in space.replay_valid(fresh, rng) if fresh else []:
+            if tiling not in self.tilings:
+                self.tilings.add(tiling)
+                out.append(trace)
+        return out
+
+    def moves(self, moves_per_step: int, rng: random.Random) -> List:
+        moves = tile_moves(self.base)
+        rng.shuffle(moves)
+        return self.fresh(self.base.with_decision(inst, decision, remove_postproc=True)
+                          for inst, decision in moves[:moves_per_step])
+
+    def reshapes(self) -> List:
+        return self.fresh(self.base.with_decision(a, da, remove_postproc=True).with_decision(b, db, remove_postproc=True)
+                          for (a, da), (b, db) in reshape_moves(self.base))
+
+
+def _replay_step(space, proposals: List[Tuple[_Climb, List]], latency: Callable, rng: random.Random,
+                 visited: List) -> None:
+    """Replay every climb's proposed traces in one batch (the tuning context's threads take them all
+    at once) and note in each climb the best valid one that beats its current estimate."""
+    owners = [climb for climb, traces in proposals for _ in traces]
+    if not owners:
+        return
+    schedules = space.replay_each([trace for _, traces in proposals for trace in traces], rng)
+    for climb, sch in zip(owners, schedules):
+        if sch is not None:
             visited.append(sch)
             estimate = latency(sch)
-            if estimate < current:
-                better, current = sch, estimate
-        return better
+            if estimate < climb.current:
+                climb.better, climb.current = sch, estimate
 
+
+def climb(space, starts: List, latency: Callable, steps: int, moves_per_step: int, rng: random.Random) -> List:
+    """Every valid schedule visited by best-improvement climbs from each of ``starts``: each step
+    replays up to ``moves_per_step`` random tile moves of a climb's current schedule, and, when none
+    of them beats it, its reshapes (``reshape_moves``), and moves to the one with the lowest
+    ``latency(schedule)`` if it beats the current one; a climb stops early at a local optimum. The
+    climbs go in lockstep, a step's replays of all of them in one batch: one climb's step holds a
+    few dozen replays, fewer than a many-core host replays at once."""
+    climbs = [_Climb(start, latency) for start in starts]
+    visited: List = []
     for _ in range(steps):
-        moves = tile_moves(base)
-        rng.shuffle(moves)
-        better = best_of(base.with_decision(inst, decision, remove_postproc=True)
-                         for inst, decision in moves[:moves_per_step])
-        if better is None:
-            better = best_of(base.with_decision(a, da, remove_postproc=True).with_decision(b, db, remove_postproc=True)
-                             for (a, da), (b, db) in reshape_moves(base))
-        if better is None:
+        for c in climbs:
+            c.better = None
+        _replay_step(space, [(c, c.moves(moves_per_step, rng)) for c in climbs], latency, rng, visited)
+        stuck = [c for c in climbs if c.better is None]
+        _replay_step(space, [(c, c.reshapes()) for c in stuck], latency, rng, visited)
+        climbs = [c for c in climbs if c.better is not None]
+        if not climbs:
             break
-        base = better.trace.simplified(remove_postproc=True)
+        for c in climbs:
+            c.base = c.better.trace.simplified(remove_postproc=True)
     return visited
 
 
@@ -154,7 +183,7 @@ def climb_from_best_geometries(draft: List, space, latency: Callable, geometry: 
     the draft or of each other included)."""
     origins = per_rule_family(draft, rule_family,
                               lambda group: best_of_best_geometries(group, latency, geometry, starts))
-    return [visited for sch in origins for visited in climb(space, sch, latency, steps, moves_per_step, rng)]
+    return climb(space, origins, latency, steps, moves_per_step, rng)
 
 
 def cold_climb(draft: List, space, latency: Callable, geometry: Callable, key_of: Callable, measured: set,

@@ -69,7 +69,7 @@ class FirstRoundPolicy:
                 self.config.cold_climb_starts, self.config.cold_climb_steps, self.config.cold_climb_moves,
                 self.rng, members=-(-cap // 2) if cap else 1, arranged=self.config.cold_arranged_geometries,
                 rule_family=group)
-        stats["climb_replayed"], stats["climb_valid"] = self.space.replays_since(replays)
+        stats["climb_replayed"], stats["climb_valid"], stats["climb_batches"] = self.space.replays_since(replays)
         stats.update(climbed=len(climbed), fetch_variants=len(variants), arrangement_variants=len(arranged))
         if group is not None:
             stats["climbed_by_group"] = dict(collections.Counter(str(group(s)) for s in climbed))
