@@ -86,6 +86,7 @@ class _Climb:
         self.better = None
 
     def fresh(self, traces) -> List:
+        """Those of ``traces`` whose tiling this climb has not tried, noted as tried."""
         out = []
         for trace in traces:
             tiling = tile_decisions(trace)
@@ -95,14 +96,17 @@ class _Climb:
         return out
 
     def moves(self, moves_per_step: int, rng: random.Random) -> List:
+        """Up to ``moves_per_step`` random untried tile moves of the current trace."""
         moves = tile_moves(self.base)
         rng.shuffle(moves)
         return self.fresh(self.base.with_decision(inst, decision, remove_postproc=True)
                           for inst, decision in moves[:moves_per_step])
 
     def reshapes(self) -> List:
-        return self.fresh(self.base.with_decision(a, da, remove_postproc=True).with_decision(b, db, remove_postproc=True)
-                          for (a, da), (b, db) in reshape_moves(self.base))
+        """The untried reshapes of the current trace: where no single move helps."""
+        base = self.base
+        return self.fresh(base.with_decision(a, da, remove_postproc=True).with_decision(b, db, remove_postproc=True)
+                          for (a, da), (b, db) in reshape_moves(base))
 
 
 def _replay_step(space, proposals: List[Tuple[_Climb, List]], latency: Callable, rng: random.Random,
