@@ -88,9 +88,9 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
             "most_picks_sharing_an_estimate": max(ties.values()),
             "geometries": len(geometries), "most_picks_sharing_a_geometry": max(geometries.values()),
             "geometries_by_family": _geometries_by_family(pick_families, pick_geometries),
-            "best_estimate_us_by_family": _best_estimate_by_family(pick_families, estimates),
+            "best_estimate_us_by_family": _best_estimate_by(pick_families, estimates),
             "picks_by_instruction": dict(collections.Counter(pick_instructions)),
-            "best_estimate_us_by_instruction": _best_estimate_by_family(pick_instructions, estimates),
+            "best_estimate_us_by_instruction": _best_estimate_by(pick_instructions, estimates),
             "distinct_tilings": len({tile_decisions(c.sch.trace) for c in picks}),
             "picks_by_shape": sorted((_shape_row(g, f, v) for (g, f), v in shapes.items()),
                                      key=lambda x: x["best_estimate_us"]),
@@ -106,11 +106,11 @@ def _geometries_by_family(families, geometries) -> dict:
     return {name: sorted(c.values(), reverse=True) for name, c in counts.items()}
 
 
-def _best_estimate_by_family(families, estimates) -> dict:
-    """For each rule family (or instruction) among the picks, its best pick's estimate in us: the
-    family floor's picks are only as good as what the draft and the climb reached of that family."""
+def _best_estimate_by(names, estimates) -> dict:
+    """For each rule family (or instruction) named among the picks, its best pick's estimate in us:
+    the family floor's picks are only as good as what the draft and the climb reached of that family."""
     best = {}
-    for name, estimate in zip(families, estimates):
+    for name, estimate in zip(names, estimates):
         best[name] = min(best.get(name, float("inf")), estimate.latency_s * 1e6)
     return best
 

@@ -194,22 +194,30 @@ def compute_intrinsic(trace) -> Optional[str]:
     return None
 
 
+def _family_of(intrinsic: Optional[str]) -> Optional[str]:
+    return intrinsic.split("_sync")[0] if intrinsic else None
+
+
+def _mma_shape_of(intrinsic: Optional[str]) -> Optional[str]:
+    return intrinsic.split("_")[2] if intrinsic and intrinsic.startswith("mma_sync") else None
+
+
 def sketch_family(trace) -> Optional[str]:
     """``wmma`` or ``mma`` for a trace tensorized by that family's tiling rule, else None."""
-    intrinsic = compute_intrinsic(trace)
-    return intrinsic.split("_sync")[0] if intrinsic else None
+    return _family_of(compute_intrinsic(trace))
 
 
 def mma_shape(trace) -> Optional[str]:
     """``m16n8k8`` or ``m16n8k16``: the instruction of an mma-family trace; None for another."""
-    intrinsic = compute_intrinsic(trace)
-    return intrinsic.split("_")[2] if intrinsic and intrinsic.startswith("mma_sync") else None
+    return _mma_shape_of(compute_intrinsic(trace))
 
 
 def tensor_instruction(trace) -> Optional[str]:
     """``wmma``, ``m16n8k8`` or ``m16n8k16``: the tensor-core instruction a trace's sketch computes with
-    (the mma family's two are sketches of their own); None off tensor cores."""
-    return mma_shape(trace) or sketch_family(trace)
+    (the mma family's two are sketches of their own); None off tensor cores. The trace is read once:
+    the climb groups every draft member by it."""
+    intrinsic = compute_intrinsic(trace)
+    return _mma_shape_of(intrinsic) or _family_of(intrinsic)
 
 
 def pipeline_depth(trace) -> Optional[int]:
