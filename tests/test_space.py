@@ -299,7 +299,7 @@ def test_a_default_cold_round_on_sixteen_threads_keeps_both_families(tensor_intr
     from ms_pruner.cost_model import PaCM
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import PrunerSearch
-    from ms_pruner.space import sketch_family, tensor_instruction, tuning_space
+    from ms_pruner.space import sketch_family, tuning_space
 
     mod = tvm.IRModule({"main": parse_workload(GEMM).prim_func()})
     _, target, generator = tuning_space("all", mod, get_gpu_spec("h200").target())
@@ -315,8 +315,7 @@ def test_a_default_cold_round_on_sixteen_threads_keeps_both_families(tensor_intr
     geometry = {id(s): kernel_geometry(analyzer.analyze(s)[1].features) for s in picks}
     random_picks = int(round(32 * strategy.settings.eps_greedy))  # drawn from the draft past the cap
     assert max(collections.Counter(geometry.values()).values()) <= 16 + random_picks  # cold_geometry_share: half
-    drafted = {tensor_instruction(s.trace) for s in strategy.carry + picks}
-    assert set(strategy.timings[-1]["climbed_by_group"]) == drafted == {"wmma", "m16n8k8", "m16n8k16"}
+    assert set(strategy.timings[-1]["climbed_by_group"]) == {"wmma", "m16n8k8", "m16n8k16"}  # each climbed
     for family, brought in strategy.timings[-1]["family_floor"].items():
         assert families[family] == 8  # the floor brings in what the family lacks, no more
         spread = {geometry[id(s)] for s in picks if sketch_family(s.trace) == family}
