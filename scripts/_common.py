@@ -93,23 +93,22 @@ def tune_context(mod, target, strategy, seed: int, threads: int, space: Optional
 
 
 def parse_params(items) -> dict:
-    """``--set NAME=VALUE`` items as PrunerSearch settings (``pruner_search``; ints where they read as ints)."""
-    return {key: int(value) if value.lstrip("-").isdigit() else float(value)
-            for key, value in (item.split("=", 1) for item in items)}
+    """``--set NAME=VALUE`` items as PrunerSearch settings (ms_pruner.search.parse_settings), and
+    ``first_round=0``: the search without its first-round policy (``pruner_search``)."""
+    from ms_pruner.search import parse_settings
+
+    policy = [item for item in items if item.partition("=")[0].strip() == "first_round"]
+    settings = parse_settings([item for item in items if item not in policy])
+    return dict(settings, first_round=int(policy[-1].partition("=")[2])) if policy else settings
 
 
 def pruner_search(seed: int, settings: dict):
-    """A PrunerSearch with ``settings`` (``--set NAME=VALUE``): fields of PrunerConfig or of
-    FirstRoundConfig; ``first_round=0`` runs it without the first-round policy (the ablation)."""
-    import dataclasses
-
-    from ms_pruner.search import FirstRoundConfig, PrunerConfig, PrunerSearch
+    """A PrunerSearch with ``settings`` (``parse_params``)."""
+    from ms_pruner.search import PrunerSearch, pruner_configs
 
     settings = dict(settings)
-    policy = settings.pop("first_round", 1)
-    names = {field.name for field in dataclasses.fields(FirstRoundConfig)}
-    first_round = FirstRoundConfig(**{k: v for k, v in settings.items() if k in names}) if policy else None
-    return PrunerSearch(PrunerConfig(**{k: v for k, v in settings.items() if k not in names}), first_round, seed=seed)
+    policy = bool(settings.pop("first_round", 1))
+    return PrunerSearch(*pruner_configs(settings, policy), seed=seed)
 
 
 def add_workload_arguments(parser) -> None:

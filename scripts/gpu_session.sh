@@ -31,6 +31,8 @@
 #   bash scripts/gpu_session.sh suite-pruner      # the same with Pruner -> compare_suite/compare.md (missing runs listed)
 #   bash scripts/gpu_session.sh ablate-first-round  # the suite with Pruner --no-first-round -> compare_no_first_round
 #   bash scripts/gpu_session.sh ablate-verify     # the suite with Pruner --cost-model analyzer -> compare_analyzer_verify
+#   bash scripts/gpu_session.sh ablate-climb      # the matmul on `all` with Pruner --set cold_climb_starts=0 (no
+#                                                 #   analyzer climb in its first round) -> compare_no_climb
 #                                                 #   (the mma-* comparisons go to $KEEP/compare_all)
 #   bash scripts/gpu_session.sh transfer-cold     # stock and Pruner, 64 trials, on two other matmul and two other conv2d shapes
 #   bash scripts/gpu_session.sh transfer-warm     # Pruner on them with --warm-start from h100/work.tgz's runs
@@ -187,6 +189,7 @@ models() {
         mma-pruner) SPACE=all COMPARE_DIR=compare_all compare "$MM" pruner ;;
         mma-stock) SPACE=all COMPARE_DIR=compare_all compare "$MM" stock ;;
         mma-more) SPACE=all COMPARE_DIR=compare_all compare "$MM16 $FFN" pruner,stock ;;
+        ablate-climb) SPACE=all COMPARE_DIR=compare_no_climb EXTRA="--set cold_climb_starts=0" compare "$MM" pruner ;;
         mma-check) timeout --foreground "$BUDGET" python3 -m ms_pruner check --compare "$KEEP/compare_all" \
             --target "$TARGET" --json > "$KEEP/check_all.json"; cat "$KEEP/check_all.json" ;;
         suite-stock|suite-pruner|ablate-first-round|ablate-verify)

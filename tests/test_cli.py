@@ -110,6 +110,14 @@ def test_bad_input_is_one_line(capsys, tmp_path):
     tuned = os.path.join(REPO_ROOT, "tests", "data", "cpu_pruner_seed0", "matmul_128x128x128_float32_float32")
     assert main(["remeasure", "--db", tuned, "--target", "llvm", "--repeat", "0"]) == 2
     assert capsys.readouterr().err.strip() == "ms-pruner: error: --repeat must be positive, got 0"
+    for setting, message in (("eps_greedy=2", "Pruner setting eps_greedy is a share, from 0 to 1, got 2"),
+                             ("population=1.5", "Pruner setting population takes ints, not '1.5'"),
+                             ("widen_cold_fetches=maybe", "Pruner setting widen_cold_fetches takes 0 or 1, not 'maybe'"),
+                             ("eps_greedy", "--set takes NAME=VALUE")):
+        assert main(["tune", SPEC, "--target", "llvm", "--work-dir", str(tmp_path / "w"), "--set", setting]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("ms-pruner: error: " + message) and "\n" not in err
+    assert not (tmp_path / "w").exists()
 
 
 def _copy_tuned_run(tmp_path):
@@ -183,6 +191,11 @@ def test_a_round_size_below_one_is_refused_before_anything_is_written(capsys, tm
     assert main(["compare", "--workload", SPEC, "--target", "llvm", "--trials", "4", "--strategies", "pruner,foo",
                  "--out", str(out)]) == 2
     assert "unknown strategy 'foo'" in capsys.readouterr().err
+    for options, message in ((["--space", "all"], "--space all is a CUDA tensor-core space; target llvm has none"),
+                             (["--set", "cold_climb_starts=2", "--no-first-round"], "a first-round setting")):
+        assert main(["compare", "--workload", SPEC, "--target", "llvm", "--trials", "4", "--out", str(out),
+                     *options]) == 2
+        assert message in capsys.readouterr().err
     with pytest.raises(SystemExit) as exited:
         main(["tune", SPEC, "--target", "llvm", "--seed", "-1", "--work-dir", str(work_dir)])
     assert exited.value.code == 2 and "argument --seed: must be from 0 to 4294967295, got -1" in capsys.readouterr().err
@@ -224,7 +237,12 @@ def test_the_python_api_refuses_a_bad_strategy_or_seed_before_making_the_work_di
                              "--no-first-round switches off Pruner's first-round policy; --strategy stock has none"),
                             ({"strategy": "pruner", "cost_model": "trees"}, "unknown cost model 'trees'"),
                             ({"strategy": "moa", "pretrained": "m.pt", "cost_model": "analyzer"},
-                             "--strategy moa verifies with its pretrained PaCM")):
+                             "--strategy moa verifies with its pretrained PaCM"),
+                            ({"strategy": "stock", "pruner_settings": {"eps_greedy": 0}},
+                             "--set changes PrunerSearch's settings; --strategy stock has none"),
+                            ({"pruner_settings": {"populaton": 64}}, "unknown Pruner setting 'populaton'"),
+                            ({"pruner_settings": {"cold_climb_starts": 0}, "first_round": False},
+                             "--set cold_climb_starts: a first-round setting, and --no-first-round")):
         with pytest.raises(UserError, match=message):
             tune_tir(mod, "llvm", str(tmp_path / "work"), 4, **kwargs)
     assert not (tmp_path / "work").exists()
@@ -257,6 +275,9 @@ def test_compare_merges_runs_made_one_strategy_at_a_time(tmp_path, capsys):
     assert main(common[:5] + ["--trials", "16", "--per-iter", "8", "--out", out, "--no-progress"]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--fresh" in err[0]
+    assert main(common + ["--strategies", "stock,pruner", "--set", "eps_greedy=0"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'pruner_settings': {'eps_greedy': 0.0}" in err[0] and "--fresh" in err[0]
     assert json.load(open(os.path.join(out, "compare.json"))) == merged
 
 

@@ -100,9 +100,23 @@ def test_cli_tune_with_pruner_strategy(tmp_path, capsys):
     got, want = _run_best(work_dir, workload, llvm_target())
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     rounds = [json.loads(line) for line in open(os.path.join(work_dir, "logs", "ms_pruner_rounds.jsonl"))]
-    assert len(rounds) == 2
+    assert len(rounds) == 2 and rounds[1]["strategy"]["droplet"] == 0  # Droplet from round 2 (droplet_after)
     for entry in rounds:
         assert {"sample_s", "draft_s", "verify_s", "droplet_s"} <= set(entry["strategy"])
+        assert "settings" not in entry["strategy"]
+
+
+@pytest.mark.slow
+def test_set_changes_a_pruner_setting_by_name_and_the_round_log_names_it(tmp_path, capsys):
+    """``--set NAME=VALUE`` reaches PrunerSearch: Droplet's neighbours join the batch from round 1
+    instead of round 2, and every round's log names the settings that differ from the defaults."""
+    work_dir = str(tmp_path / "wd")
+    assert main(["tune", SPEC, "--target", "llvm", "--trials", "16", "--per-iter", "8", "--work-dir", work_dir,
+                 "--seed", "0", "--no-progress", "--set", "droplet_after=1", "--set", "eps_greedy=0"]) == 0
+    assert "16 records (16 new)" in capsys.readouterr().out
+    rounds = [json.loads(line) for line in open(os.path.join(work_dir, "logs", "ms_pruner_rounds.jsonl"))]
+    assert [entry["strategy"]["settings"] for entry in rounds] == [{"droplet_after": 1, "eps_greedy": 0.0}] * 2
+    assert rounds[0]["strategy"]["droplet"] == 0 < rounds[1]["strategy"]["droplet"]
 
 
 @pytest.mark.slow
@@ -389,6 +403,7 @@ def test_without_the_first_round_policy_a_gpu_cold_round_is_plain_pruner(tensor_
     assert strategy.follow_up is None and strategy.first_round is None
     assert not {"climb_s", "widen_s", "families", "follow_up_due", "ptxas_compiled"} & set(timing)
     assert timing["selection_power"] == TARGET_DEFAULTS["cold_selection_power"]["gpu"] and timing["sample_drawn"] > 0
+    assert timing["settings"] == {"cold_population": 64, "cold_genetic_iters": 2, "draft_size": 64, "first_round": False}
 
 
 @pytest.mark.slow

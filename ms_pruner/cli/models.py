@@ -11,6 +11,7 @@ from ..errors import UserError
 from ..hardware import resolve_target
 from ..models import MODELS, compare_outputs, get_model, import_torch_model, run_executable, torch_latency, tune_relax
 from ..models.report import model_table, read_summaries, write_summary
+from ..search import parse_settings
 from .options import add_out, add_rpc, add_search_options, add_time_limit, seed_value, write_text
 
 
@@ -39,6 +40,7 @@ def add_model_commands(sub) -> None:
 def cmd_tune_model(args) -> int:
     if args.model not in MODELS:
         raise UserError(f"unknown model '{args.model}'; known: {', '.join(sorted(MODELS))}")
+    settings = parse_settings(args.pruner_settings)
     if args.pretrained:
         read_model_file(args.pretrained)
     choice = resolve_target(args.target, args.gpu, require_device=args.rpc is None)
@@ -56,7 +58,8 @@ def cmd_tune_model(args) -> int:
                         choice.target, work_dir, args.trials, strategy=args.strategy, seed=args.seed,
                         num_trials_per_iter=args.per_iter, pretrained=args.pretrained,
                         progress=not args.no_progress, space=args.space, first_round=args.first_round,
-                        cost_model=args.cost_model, rpc=args.rpc, warm_start=args.warm_start)
+                        cost_model=args.cost_model, rpc=args.rpc, warm_start=args.warm_start,
+                        pruner_settings=settings)
     outputs, seconds = run_executable(result.executable, choice.target, [example.numpy()])
     print(f"{args.model} ({spec.dtype} compute, input {tuple(spec.input_shape)}) on {choice.target.kind.name}: "
           f"{len(result.tasks)} tasks tuned with {args.strategy} ({args.trials} trials) in {work_dir}")

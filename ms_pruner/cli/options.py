@@ -13,7 +13,7 @@ DEFAULT_CPU_WORKLOAD = "matmul:128x128x128:float32:float32"
 
 
 def add_search_options(parser) -> None:
-    """``--space``, ``--cost-model`` and ``--no-first-round``: what a tuning command searches with."""
+    """``--space``, ``--cost-model``, ``--no-first-round`` and ``--set``: what a tuning command searches with."""
     parser.add_argument("--space", default="auto", choices=SPACES,
                         help="tensor-core rule families to search on a GPU: wmma, mma (pipelined mma.sync), "
                              "all (both), auto (all on sm_80+ where the mma rule takes a block, else wmma)")
@@ -27,6 +27,9 @@ def add_search_options(parser) -> None:
     parser.add_argument("--no-first-round", dest="first_round", action="store_false",
                         help="Pruner without its tensor-core first-round policy (climb, geometry cap, "
                              "follow-up slices): the ablation")
+    parser.add_argument("--set", dest="pruner_settings", action="append", default=[], metavar="NAME=VALUE",
+                        help="a PrunerSearch setting, a field of PrunerConfig or FirstRoundConfig (repeatable; "
+                             "docs/search.md), e.g. --set cold_climb_starts=0 to ablate the cold climb")
 
 
 def add_rpc(parser) -> None:

@@ -11,6 +11,7 @@ from ..cost_model import read_model_file
 from ..database.records import describe_best, group_by_workload, open_database
 from ..errors import UserError
 from ..hardware import resolve_target
+from ..search import parse_settings
 from ..tuning import tune_tir
 from ..tuning.compare import comparison_settings, finished_work_dirs, load_previous, run_comparison, write_outputs
 from ..tuning.instrument import continues_batch
@@ -73,7 +74,7 @@ def _add_comparison_settings(parser) -> None:
 def _comparison_settings(args, choice) -> dict:
     """The settings ``_add_comparison_settings`` read, as compare.json keeps them."""
     return comparison_settings(choice, args.trials, args.per_iter, args.seed, args.builder, args.space,
-                               args.first_round, args.cost_model, args.warm_start)
+                               args.first_round, args.cost_model, args.warm_start, parse_settings(args.pruner_settings))
 
 
 def _add_comparison_commands(sub) -> None:
@@ -109,6 +110,7 @@ def _default_work_dir(spec: str, target_kind: str) -> str:
 def cmd_tune(args) -> int:
     if args.workload is not None:
         parse_workload(args.workload)  # bad specs fail before any device probing
+    settings = parse_settings(args.pruner_settings)
     if args.pretrained:
         read_model_file(args.pretrained)  # a bad model file fails before tuning starts
     choice = resolve_target(args.target, args.gpu, require_device=args.rpc is None)
@@ -132,6 +134,7 @@ def cmd_tune(args) -> int:
         first_round=args.first_round,
         rpc=args.rpc,
         warm_start=args.warm_start,
+        pruner_settings=settings,
     )
     if args.json:
         print(json.dumps(dict(vars(result), best_tflops=result.best_tflops, workload=workload.spec)))
@@ -213,7 +216,7 @@ def cmd_compare(args) -> int:
                             strategies=strategies, pretrained=args.pretrained, builder=args.builder,
                             progress=not args.no_progress, previous=previous, space=args.space,
                             first_round=args.first_round, cost_model=args.cost_model, rpc=args.rpc,
-                            warm_start=args.warm_start,
+                            warm_start=args.warm_start, pruner_settings=settings["pruner_settings"],
                             on_run=lambda partial: write_outputs(partial, args.out, command, machine))
     for path in write_outputs(report, args.out, command, machine):
         print(f"wrote {path}")

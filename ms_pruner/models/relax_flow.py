@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 import tvm
@@ -76,14 +76,16 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
                strategy: str = "pruner", *, builder="pruner", runner=None, seed: Optional[int] = None,
                num_trials_per_iter: int = 64, pretrained: Optional[str] = None, progress: bool = True,
                space: str = "auto", first_round: bool = True, cost_model: Optional[str] = None,
-               rpc: Optional[str] = None, warm_start: Sequence[str] = ()) -> RelaxTuneResult:
+               rpc: Optional[str] = None, warm_start: Sequence[str] = (),
+               pruner_settings: Optional[Mapping[str, object]] = None) -> RelaxTuneResult:
     """Tune every task of a Relax module with ``strategy`` and compile it with the results.
 
     ``space`` is one for all tasks (``auto``: ``all`` on sm_80+ when the mma rule takes a block of a
-    task); ``first_round``, ``cost_model``, ``rpc`` and ``warm_start`` (every task's) as tune_tir's."""
+    task); ``first_round``, ``cost_model``, ``rpc``, ``warm_start`` and ``pruner_settings`` (every
+    task's) as tune_tir's."""
     require_positive("--trials", max_trials_global)
     require_positive("--per-iter", num_trials_per_iter)
-    check_search(strategy, pretrained, seed, cost_model, first_round, warm_start)
+    check_search(strategy, pretrained, seed, cost_model, first_round, warm_start, pruner_settings)
     if isinstance(target, str):
         target = resolve_target(target, require_device=False).target
     register_tensor_intrinsics()
@@ -98,7 +100,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     os.makedirs(work_dir, exist_ok=True)
     database = open_database(work_dir, create=True)
     strategy_obj, model = search_components(strategy, target, pretrained, seed, cost_model, first_round,
-                                            warm_start)
+                                            warm_start, pruner_settings)
     with instrumented_session(work_dir, max_trials_global, strategy_obj, builder, runner,
                               f"tuning model ({strategy})", progress, cost_model=model) as (clock, measure):
         ms.relax_integration.tune_relax(

@@ -4,7 +4,9 @@ from .config import FirstRoundConfig, PrunerConfig
 from .droplet import decision_kinds, decision_values, neighbour_decisions, neighbours, steps_apart, tile_decisions
 from .pruner import PrunerSearch
 from ..cost_model.analyzer_model import PSACostModel
+from .settings import changed_settings, parse_settings, pruner_configs
 from .space import DesignSpace
 
-__all__ = ["DesignSpace", "FirstRoundConfig", "PSACostModel", "PrunerConfig", "PrunerSearch", "decision_kinds",
-           "decision_values", "neighbour_decisions", "neighbours", "steps_apart", "tile_decisions"]
+__all__ = ["DesignSpace", "FirstRoundConfig", "PSACostModel", "PrunerConfig", "PrunerSearch", "changed_settings",
+           "decision_kinds", "decision_values", "neighbour_decisions", "neighbours", "parse_settings", "pruner_configs",
+           "steps_apart", "tile_decisions"]

@@ -26,6 +26,7 @@ from .droplet import unmeasured_neighbours
 from .first_round import FirstRoundPolicy
 from .same_kernel import SameKernels
 from .screen import ScreenedSampler
+from .settings import logged_settings
 from .space import DesignSpace
 from .stats import RoundStats, counters
 from .verify import BatchRules, compose_batch, rank
@@ -137,7 +138,8 @@ class PrunerSearch(PySearchStrategy):
         left = self.max_trials - self.trials
         follow_up, self.follow_up = self.follow_up, None
         header = {"round": self.round, "task": str(self.context.task_name),
-                  "verifier": "own MoA PaCM" if self.own_model is not None else "tuning cost model"}
+                  "verifier": "own MoA PaCM" if self.own_model is not None else "tuning cost model",
+                  **logged_settings(self.config, self.first_round_config)}
         stats, picks = RoundStats(header), []
         before = counters(same_kernels=self.same_kernels)
         if follow_up is not None and self.best is not None:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from ..errors import UserError, require_positive
 from ..files import replace_file, replace_json
+from ..search.settings import setting_value
 from ..search.stats import STAGES
+from ..space import resolve_space
 from .driver import PRUNER_STRATEGIES, ROUND_LOG, check_search, normalized_mod, tune_tir
 from .instrument import continues_batch
 from .reference import reference_latency
@@ -80,13 +82,17 @@ def summarize(runs: Dict[str, dict]) -> dict:
 
 def comparison_settings(choice, trials: int, per_iter: int, seed: int, builder: str, space: str = "auto",
                         first_round: bool = True, cost_model: Optional[str] = None,
-                        warm_start: Sequence[str] = ()) -> dict:
+                        warm_start: Sequence[str] = (), pruner_settings: Optional[Mapping[str, object]] = None) -> dict:
     """What two comparisons must share for their runs to sit in one table (a trial count or round
-    size below one is refused here, before any comparison is read or written)."""
+    size below one, or a space the target has not, is refused here, before any comparison is read
+    or written)."""
     require_positive("--trials", trials)
     require_positive("--per-iter", per_iter)
+    if space != "auto":
+        resolve_space(space, None, choice.target)
     return {"target": str(choice.target), "trials": trials, "per_iter": per_iter, "seed": seed, "builder": builder,
-            "space": space, "first_round": first_round, "cost_model": cost_model, "warm_start": list(warm_start)}
+            "space": space, "first_round": first_round, "cost_model": cost_model, "warm_start": list(warm_start),
+            "pruner_settings": {name: setting_value(name, value) for name, value in (pruner_settings or {}).items()}}
 
 
 def _setting_before(report: dict, key: str):
@@ -101,6 +107,8 @@ def _setting_before(report: dict, key: str):
         return None
     if key == "warm_start":
         return []
+    if key == "pruner_settings":
+        return {}
     if key == "space":
         return "wmma" if '"cuda"' in str(report.get("target", "")) else "auto"
     return None
@@ -153,25 +161,25 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
                    strategies=("stock", "pruner"), pretrained: Optional[str] = None, builder: str = "pruner",
                    progress: bool = True, previous: Optional[dict] = None, on_run=None, space: str = "auto",
                    first_round: bool = True, cost_model: Optional[str] = None, rpc: Optional[str] = None,
-                   warm_start: Sequence[str] = ()) -> dict:
+                   warm_start: Sequence[str] = (), pruner_settings: Optional[Mapping[str, object]] = None) -> dict:
     """Tune every workload with every strategy, skipping runs already in ``previous``.
 
     ``on_run(report)`` is called before each run starts (the report names its work dir under
     ``pending``) and after it finishes, so a call cut off by a time limit keeps every finished run,
     and the next call resumes the cut one in its work dir (tune_tir) instead of starting it again.
-    Every strategy searches the same ``space`` (ms_pruner.space); ``first_round`` and ``cost_model``
-    (tune_tir) apply to the Pruner strategies, for ablations, stock staying the baseline; ``rpc``
-    measures every run on a tracker's servers (tune_tir).
+    Every strategy searches the same ``space`` (ms_pruner.space); ``first_round``, ``cost_model`` and
+    ``pruner_settings`` (tune_tir) apply to the Pruner strategies, for ablations, stock staying the
+    baseline; ``rpc`` measures every run on a tracker's servers (tune_tir).
     """
     if "moa" in strategies and not pretrained:
         raise UserError("comparing moa needs --pretrained MODEL")
-    switches = {s: _pruner_only(s, first_round, cost_model, warm_start) for s in strategies}
+    switches = {s: _pruner_only(s, first_round, cost_model, warm_start, pruner_settings) for s in strategies}
     for strategy in strategies:
         check_search(strategy, pretrained, seed, **switches[strategy])
     stamp = time.strftime("%Y%m%d-%H%M%S")
     previous = previous or {}
     report = dict(comparison_settings(choice, trials, per_iter, seed, builder, space, first_round, cost_model,
-                                      warm_start),
+                                      warm_start, pruner_settings),
                   workloads=dict(previous.get("workloads", {})), commands=list(previous.get("commands", [])),
                   planned=list(dict.fromkeys(list(previous.get("planned", [])) + [w.spec for w in workloads])))
     for workload in workloads:
@@ -211,12 +219,13 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
     return report
 
 
-def _pruner_only(strategy: str, first_round: bool, cost_model: Optional[str], warm_start: Sequence[str]) -> dict:
+def _pruner_only(strategy: str, first_round: bool, cost_model: Optional[str], warm_start: Sequence[str],
+                 pruner_settings: Optional[Mapping[str, object]]) -> dict:
     """The Pruner-only switches as check_search and tune_tir take them for ``strategy``: a stock run
     of a comparison stays the baseline."""
     pruner = strategy in PRUNER_STRATEGIES
     return {"first_round": first_round or not pruner, "cost_model": cost_model if pruner else None,
-            "warm_start": tuple(warm_start) if pruner else ()}
+            "warm_start": tuple(warm_start) if pruner else (), "pruner_settings": pruner_settings if pruner else None}
 
 
 def _partial_run(workload, work_dir: str) -> dict:
@@ -291,7 +300,9 @@ def markdown_table(report: dict) -> str:
         f"Target: `{report['target']}`, {report['trials']} trials per strategy, {report['per_iter']} per round, "
         f"seed {report['seed']}" + ("" if report.get("first_round", True) else
                                     ", Pruner without its first-round policy (--no-first-round)")
-        + (f", Pruner verifying with {report['cost_model']}" if report.get("cost_model") else "") + ".",
+        + (f", Pruner verifying with {report['cost_model']}" if report.get("cost_model") else "")
+        + "".join(f", Pruner's {name} {value}" for name, value in sorted(report.get("pruner_settings", {}).items()))
+        + ".",
         "",
         "| workload | stock best (us) | pruner best (us) | stock wall (s), to its best | "
         "pruner wall to reach stock best (s) | "

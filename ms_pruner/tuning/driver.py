@@ -8,7 +8,7 @@ import importlib
 import logging
 import os
 import time
-from typing import List, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence
 
 from tqdm import tqdm
 from tvm.s_tir import meta_schedule as ms
@@ -21,7 +21,7 @@ from ..cost_model.pacm import MOA_MOMENTUM, PaCM, pretrained_momentum
 from ..database.records import best_record, mean_latency, open_database, records_for, workload_flops
 from ..database.transfer import require_sources, tuned_records
 from ..errors import UserError, require_positive, require_seed
-from ..search import FirstRoundConfig, PrunerSearch
+from ..search import PrunerSearch, pruner_configs
 from ..space import tuning_space
 from .fleet import Tracker, make_fleet_runner
 from .instrument import ProgressCallback, RoundClock, TimedBuilder, TimedRunner, batch_seconds
@@ -55,9 +55,10 @@ class TuneResult:
 
 
 def check_search(strategy: str, pretrained: Optional[str] = None, seed: Optional[int] = None,
-                 cost_model: Optional[str] = None, first_round: bool = True, warm_start: Sequence[str] = ()) -> None:
+                 cost_model: Optional[str] = None, first_round: bool = True, warm_start: Sequence[str] = (),
+                 pruner_settings: Optional[Mapping[str, object]] = None) -> None:
     """The choices ``search_components`` takes, checked before anything is created or tuned: an
-    unknown name, a seed the generators refuse, or MoA without a model is one UserError line."""
+    unknown name or setting, a seed the generators refuse, or MoA without a model is one UserError line."""
     if strategy not in STRATEGIES:
         raise UserError(f"unknown strategy '{strategy}'; choose one of {', '.join(STRATEGIES)}")
     if cost_model not in COST_MODELS:
@@ -73,12 +74,16 @@ def check_search(strategy: str, pretrained: Optional[str] = None, seed: Optional
         raise UserError(f"--no-first-round switches off Pruner's first-round policy; --strategy {strategy} has none")
     if warm_start and strategy not in PRUNER_STRATEGIES:
         raise UserError(f"--warm-start leads Pruner's first round; --strategy {strategy} has none")
+    if pruner_settings and strategy not in PRUNER_STRATEGIES:
+        raise UserError(f"--set changes PrunerSearch's settings; --strategy {strategy} has none")
+    pruner_configs(pruner_settings, first_round)
     for path in warm_start:
         tuned_records(path)  # a missing or corrupt database is one line now, not inside the search
 
 
 def search_components(strategy: str, target, pretrained: Optional[str] = None, seed: Optional[int] = None,
-                      cost_model: Optional[str] = None, first_round: bool = True, warm_start: Sequence[str] = ()):
+                      cost_model: Optional[str] = None, first_round: bool = True, warm_start: Sequence[str] = (),
+                      pruner_settings: Optional[Mapping[str, object]] = None):
     """(search strategy, cost model) for MetaSchedule, by strategy name.
 
     ``stock`` is MetaSchedule's evolutionary search with its XGB model (or PaCM with
@@ -88,17 +93,18 @@ def search_components(strategy: str, target, pretrained: Optional[str] = None, s
     ``pruner``: the verify stage's ablation). ``replay`` is
     MetaSchedule's ReplayTrace (random schedules), for collecting unbiased measurement sets.
     ``first_round=False`` runs Pruner without its tensor-core first-round policy (an ablation);
-    ``warm_start`` (work dirs) leads its first round with other workloads' records adapted.
+    ``warm_start`` (work dirs) leads its first round with other workloads' records adapted;
+    ``pruner_settings`` (``--set``) sets fields of its PrunerConfig and FirstRoundConfig by name.
     """
-    check_search(strategy, pretrained, seed, cost_model, first_round, warm_start)
+    check_search(strategy, pretrained, seed, cost_model, first_round, warm_start, pruner_settings)
     if strategy == "replay":  # uniform random candidates: for measuring datasets, not for tuning
         return "replay-trace", "random"
     model = _cost_model(strategy, target, pretrained, cost_model, seed or 0)
     if strategy == "stock":
         return "evolutionary", model
 
-    return PrunerSearch(first_round=FirstRoundConfig() if first_round else None, seed=seed or 0,
-                        warm_start=warm_start), model
+    config, first_round_config = pruner_configs(pruner_settings, first_round)
+    return PrunerSearch(config, first_round_config, seed=seed or 0, warm_start=warm_start), model
 
 
 def _cost_model(strategy: str, target, pretrained: Optional[str], cost_model: Optional[str], seed: int):
@@ -200,7 +206,7 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
              runner=None, seed: Optional[int] = None, num_trials_per_iter: int = 64, pretrained: Optional[str] = None,
              progress: bool = True, search=None, cost_model: Optional[str] = None, call: Optional[int] = None,
              space: str = "auto", first_round: bool = True, rpc: Optional[str] = None,
-             warm_start: Sequence[str] = ()) -> TuneResult:
+             warm_start: Sequence[str] = (), pruner_settings: Optional[Mapping[str, object]] = None) -> TuneResult:
     """Tune ``mod`` until the work dir holds ``max_trials`` records of it for ``target``.
 
     ``max_trials`` counts the records already there: a rerun resumes (round log, clock, and the
@@ -210,11 +216,12 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
     tensor-core rule families (ms_pruner.space; with mma, the GPU's opt-in shared memory a block).
     ``first_round=False``: Pruner without its first-round policy. ``rpc``: a tracker's ``HOST:PORT:KEY``
     whose servers measure (``""``: the ``TVM_TRACKER_*`` variables; fleet.py). ``warm_start``: work
-    dirs whose records of other workloads of this operator kind lead Pruner's first round."""
+    dirs whose records of other workloads of this operator kind lead Pruner's first round.
+    ``pruner_settings``: PrunerConfig / FirstRoundConfig fields by name (``{"eps_greedy": 0}``)."""
     require_positive("--trials", max_trials)
     require_positive("--per-iter", num_trials_per_iter)
     if search is None:
-        check_search(strategy, pretrained, seed, cost_model, first_round, warm_start)
+        check_search(strategy, pretrained, seed, cost_model, first_round, warm_start, pruner_settings)
     else:
         require_seed(seed)
     workload = normalized_mod(mod)
@@ -232,7 +239,7 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
     rounds, warmed_on = (list(resume.rounds) if resume else []), 0
     if remaining > 0:
         strategy_obj, model = search or search_components(strategy, target, pretrained, seed, cost_model,
-                                                          first_round, warm_start)
+                                                          first_round, warm_start, pruner_settings)
         with instrumented_session(work_dir, remaining, strategy_obj, builder, runner, f"tuning ({strategy})",
                                   progress, resume, tag, call, cost_model=model) as (clock, measure):
             # No round starts that would end past a time limit (interrupt.py): a resumed run
