@@ -291,7 +291,8 @@ def test_a_default_cold_round_on_sixteen_threads_keeps_both_families(tensor_intr
     the batch for each family, and what the floor brings in is of different kernel geometries as
     far as the carry holds them (each family's climb fills the carry's share with a few geometries'
     members). Each instruction of the draft (wmma, m16n8k8, m16n8k16) climbs from its own best
-    geometries. A 16-thread evolution is not deterministic; which family the floor serves varies."""
+    geometries, and the mma ones' best tilings are tried on each other's sketch. A 16-thread
+    evolution is not deterministic; which family the floor serves varies."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
@@ -316,6 +317,7 @@ def test_a_default_cold_round_on_sixteen_threads_keeps_both_families(tensor_intr
     random_picks = int(round(32 * strategy.settings.eps_greedy))  # drawn from the draft past the cap
     assert max(collections.Counter(geometry.values()).values()) <= 16 + random_picks  # cold_geometry_share: half
     assert set(strategy.timings[-1]["climbed_by_group"]) == {"wmma", "m16n8k8", "m16n8k16"}  # each climbed
+    assert strategy.timings[-1]["transplanted"] > 0  # each mma instruction's best tilings tried on the other's
     for family, brought in strategy.timings[-1]["family_floor"].items():
         assert families[family] == 8  # the floor brings in what the family lacks, no more
         spread = {geometry[id(s)] for s in picks if sketch_family(s.trace) == family}

@@ -79,7 +79,7 @@ def adapting_provider(sch) -> Callable:
     return provide
 
 
-def _construction(trace) -> List[Tuple[str, str]]:
+def construction(trace) -> List[Tuple[str, str]]:
     """Each instruction's kind and attributes, the shape-bound index maps left out."""
     return [(inst.kind.name, "" if inst.kind.name in SHAPE_BOUND else str(inst.attrs)) for inst in trace.insts]
 
@@ -89,8 +89,8 @@ def on_new_sketch(trace, sketches):
     same instructions with the same attributes, layout transforms aside, which the sketch writes for
     the new shapes. ``trace`` itself where no sketch is built so (it may still replay)."""
     source = trace.simplified(remove_postproc=True)
-    built = _construction(source)
-    sketch = next((s for s in sketches if _construction(s) == built), None)
+    built = construction(source)
+    sketch = next((s for s in sketches if construction(s) == built), None)
     if sketch is None:
         return trace
     decisions = {new: source.decisions[old] for old, new in zip(source.insts, sketch.insts) if old in source.decisions}

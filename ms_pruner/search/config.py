@@ -95,6 +95,7 @@ class FirstRoundConfig:
     cold_climb_moves: int = 24
     cold_climb_per_family: bool = True
     cold_climb_per_instruction: bool = True
+    cold_climb_transplants: int = 1
     cold_arranged_geometries: int = 1
     cold_ptxas_ties: Optional[int] = None
     cold_batch_share: Optional[float] = None

@@ -148,6 +148,17 @@ def climb(space, starts: List, latency: Callable, steps: int, moves_per_step: in
     return visited
 
 
+def new_schedules(schedules: List, key_of: Callable, seen: set) -> List:
+    """Those of ``schedules`` whose ``key_of`` is not in ``seen`` (nor an earlier one's), each noted there."""
+    out = []
+    for sch in schedules:
+        key = key_of(sch)
+        if key not in seen:
+            seen.add(key)
+            out.append(sch)
+    return out
+
+
 def best_of_best_geometries(schedules: List, latency: Callable, geometry: Callable, count: int,
                             per_geometry: int = 1, family: Optional[Callable] = None) -> List:
     """The ``per_geometry`` best-estimated members of each of the ``count`` best-estimated geometries
@@ -210,13 +221,7 @@ def cold_climb(draft: List, space, latency: Callable, geometry: Callable, key_of
     seen = {key_of(sch) for sch in draft} | measured
 
     def unseen(schedules):
-        out = []
-        for sch in schedules:
-            key = key_of(sch)
-            if key not in seen:
-                seen.add(key)
-                out.append(sch)
-        return out
+        return new_schedules(schedules, key_of, seen)
 
     def replayed(traces):
         return unseen(space.replay_valid(traces, rng) if traces else [])

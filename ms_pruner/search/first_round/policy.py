@@ -21,12 +21,14 @@ from __future__ import annotations
 import collections
 from typing import Callable, Iterable, List, Optional
 
-from .climb import cold_climb
+from .arrangement import arrangement_variant_traces
+from .climb import best_of_best_geometries, cold_climb, new_schedules, per_rule_family
 from .families import family_lookup, with_family_floor
-from .fetch_width import widen_narrow_picks
+from .fetch_width import widen_narrow_picks, with_wide_fetch_variants
 from .follow_up import FollowUp, resumed_follow_up, slice_sizes
 from .geometry import capped_per_group
 from .tie_order import TieOrder
+from .transplant import transplanted
 from ...space import sketch_family, tensor_instruction
 
 
@@ -58,7 +60,9 @@ class FirstRoundPolicy:
         With ``cold_climb_per_family``, best within each rule family: the family floor's picks of a
         family ranked second are then climbed ones, not only what the draft happened to reach. With
         ``cold_climb_per_instruction`` too, within each sketch's instruction (wmma, m16n8k8, m16n8k16):
-        a climb only changes tile factors, so from m16n8k8 starts it never reaches m16n8k16."""
+        a climb only changes tile factors, so from m16n8k8 starts it never reaches m16n8k16; with
+        ``cold_climb_transplants``, each mma instruction's best tilings after the climb are also tried
+        on the other's sketch."""
         if self.config.cold_climb_starts <= 0:
             return draft
         facts, cap, group = self.facts, self.geometry_cap(batch), self._climb_group()
@@ -69,11 +73,29 @@ class FirstRoundPolicy:
                 self.config.cold_climb_starts, self.config.cold_climb_steps, self.config.cold_climb_moves,
                 self.rng, members=-(-cap // 2) if cap else 1, arranged=self.config.cold_arranged_geometries,
                 rule_family=group)
+            transplants = self._transplants(draft + climbed + variants + arranged, measured, group)
         stats["climb_replayed"], stats["climb_valid"], stats["climb_batches"] = self.space.replays_since(replays)
-        stats.update(climbed=len(climbed), fetch_variants=len(variants), arrangement_variants=len(arranged))
+        stats.update(transplanted=len(transplants), climbed=len(climbed), fetch_variants=len(variants),
+                     arrangement_variants=len(arranged))
         if group is not None:
             stats["climbed_by_group"] = dict(collections.Counter(str(group(s)) for s in climbed))
-        return draft + climbed + variants + arranged
+        return draft + climbed + variants + arranged + transplants
+
+    def _transplants(self, draft: List, measured: set, group: Optional[Callable]) -> List:
+        """The best members of each mma instruction's ``cold_climb_transplants`` best geometries in
+        ``draft`` (climbed), replayed on the other instruction's sketches (transplant.py) with their
+        arrangement and wide fetch-width variants as the climb's ends have them, new ones only: where
+        one instruction's climb ended short of the other's best tiling."""
+        count = self.config.cold_climb_transplants
+        if count <= 0 or group is None or not self.config.cold_climb_per_instruction:
+            return []
+        facts = self.facts
+        sources = per_rule_family(draft, group, lambda members: best_of_best_geometries(
+            members, lambda s: facts.estimate(s).latency_s, facts.geometry, count))
+        moved = [trace for sch in sources for trace in transplanted(sch.trace, self.space.sketches)]
+        traces = with_wide_fetch_variants([v for trace in moved for v in [trace] + arrangement_variant_traces(trace)])
+        schedules = self.space.replay_valid(traces, self.rng) if traces else []
+        return new_schedules(schedules, facts.key, {facts.key(s) for s in draft} | measured)
 
     def _climb_group(self) -> Optional[Callable]:
         """What the climb's starts are chosen within: a sketch's instruction, its rule family, or none."""
