@@ -113,6 +113,7 @@ def test_bad_input_is_one_line(capsys, tmp_path):
     for setting, message in (("eps_greedy=2", "Pruner setting eps_greedy is a share, from 0 to 1, got 2"),
                              ("population=1.5", "Pruner setting population takes ints, not '1.5'"),
                              ("widen_cold_fetches=maybe", "Pruner setting widen_cold_fetches takes 0 or 1, not 'maybe'"),
+                             ("cold_selection_power=nan", "Pruner setting cold_selection_power must be finite and at least 0, got nan"),
                              ("eps_greedy", "--set takes NAME=VALUE")):
         assert main(["tune", SPEC, "--target", "llvm", "--work-dir", str(tmp_path / "w"), "--set", setting]) == 2
         err = capsys.readouterr().err.strip()

@@ -5,6 +5,7 @@ which settings its Pruner runs searched with."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
@@ -53,8 +54,8 @@ def setting_value(name: str, value):
     except ValueError:
         raise UserError(f"Pruner setting {name} takes {'0 or 1' if kind is bool else kind.__name__ + 's'}, "
                         f"not '{value}'") from None
-    if cast < 0:
-        raise UserError(f"Pruner setting {name} must not be negative, got {value}")
+    if cast < 0 or not math.isfinite(cast):
+        raise UserError(f"Pruner setting {name} must be finite and at least 0, got {value}")
     if name.endswith(FRACTION_SUFFIXES) and cast > 1:
         raise UserError(f"Pruner setting {name} is a share, from 0 to 1, got {value}")
     return cast
