@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import os
 import re
-from typing import Callable, List, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import tvm
 from tvm.s_tir import Schedule
@@ -91,9 +91,20 @@ def on_new_sketch(trace, sketches):
     source = trace.simplified(remove_postproc=True)
     built = construction(source)
     sketch = next((s for s in sketches if construction(s) == built), None)
-    if sketch is None:
-        return trace
-    decisions = {new: source.decisions[old] for old, new in zip(source.insts, sketch.insts) if old in source.decisions}
+    return trace if sketch is None else on_sketch(source, sketch)
+
+
+def on_sketch(source, sketch, adapt: Optional[Callable] = None):
+    """``source``'s decisions on ``sketch``, built as ``source`` was (``construction``), instruction
+    by instruction; ``adapt(inst, decision)`` may rewrite a decision of ``source`` or refuse it
+    (None: no trace)."""
+    decisions = {}
+    for old, new in zip(source.insts, sketch.insts):
+        if old in source.decisions:
+            decision = source.decisions[old] if adapt is None else adapt(old, source.decisions[old])
+            if decision is None:
+                return None
+            decisions[new] = decision
     return Trace(sketch.insts, decisions)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 # Fewest fresh samples a round draws (where MetaSchedule's C++ sampler stops).
 MIN_FRESH_SAMPLES = 16
@@ -40,6 +40,13 @@ TARGET_DEFAULTS: Dict[str, Dict[str, float]] = {
 SHARES = ("cold_batch_share", "cold_family_share")  # shares of a batch: at most all of it
 
 
+def value_type(hint) -> Tuple[type, bool]:
+    """A field's declared type as (the type of its values, whether None is allowed):
+    ``Optional[int]`` -> (int, True), ``float`` -> (float, False)."""
+    declared = typing.get_args(hint) or (hint,)
+    return next(t for t in declared if t is not type(None)), type(None) in declared
+
+
 def _resolved(config, kind: str):
     """``config`` with each None field set to its default for ``kind`` ("gpu" or "cpu"), cast to
     the type the field is declared with (``Optional[int]`` -> int)."""
@@ -49,7 +56,7 @@ def _resolved(config, kind: str):
         if field.name in TARGET_DEFAULTS:
             value = getattr(config, field.name)
             value = float(value) if value is not None else TARGET_DEFAULTS[field.name][kind]
-            cast = next(t for t in typing.get_args(types[field.name]) if t is not type(None))
+            cast, _ = value_type(types[field.name])
             values[field.name] = min(1.0, value) if field.name in SHARES else cast(value)
     return dataclasses.replace(config, **values)
 

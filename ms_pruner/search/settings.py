@@ -10,7 +10,7 @@ import typing
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from ..errors import UserError
-from .config import FirstRoundConfig, PrunerConfig
+from .config import FirstRoundConfig, PrunerConfig, value_type
 
 CONFIGS = (PrunerConfig, FirstRoundConfig)
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
@@ -25,9 +25,7 @@ def _field_types() -> Dict[str, Tuple[type, type, bool]]:
     for config in CONFIGS:
         hints = typing.get_type_hints(config)
         for field in dataclasses.fields(config):
-            declared = typing.get_args(hints[field.name]) or (hints[field.name],)
-            kind = next(t for t in declared if t is not type(None))
-            fields[field.name] = (config, kind, type(None) in declared)
+            fields[field.name] = (config, *value_type(hints[field.name]))
     return fields
 
 

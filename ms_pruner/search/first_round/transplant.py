@@ -18,9 +18,7 @@ from __future__ import annotations
 import math
 from typing import List, Optional, Sequence
 
-from tvm.s_tir.schedule import Trace
-
-from ...database.transfer import construction, refactor
+from ...database.transfer import construction, on_sketch, refactor
 from ...space import mma_shape, pipeline_depth
 
 
@@ -47,6 +45,17 @@ def k_split(factors: Sequence[int], old_k: int, new_k: int, max_innermost: int =
     return refactor(factors[:-1], extent // inner) + [inner]
 
 
+def _k_counted_in(old_k: int, new_k: int):
+    """An ``on_sketch`` adapter: the K split (the mma sketches' one ``SamplePerfectTile``) counted
+    anew (``k_split``), every other decision kept."""
+    def adapt(inst, decision):
+        if inst.kind.name != "SamplePerfectTile":
+            return decision
+        return k_split([int(d) for d in decision], old_k, new_k, int(inst.attrs[1]))
+
+    return adapt
+
+
 def transplanted(trace, sketches: Sequence) -> List:
     """``trace``'s decisions on each of ``sketches`` of another mma instruction built as its own
     sketch is, at its pipeline depth; none for a trace off the mma family."""
@@ -60,17 +69,7 @@ def transplanted(trace, sketches: Sequence) -> List:
         other = mma_shape(sketch)
         if other in (None, shape) or pipeline_depth(sketch) != depth or construction(sketch) != built:
             continue
-        decisions = {}
-        for old, new in zip(source.insts, sketch.insts):
-            if old not in source.decisions:
-                continue
-            decision = source.decisions[old]
-            if old.kind.name == "SamplePerfectTile":
-                decision = k_split([int(d) for d in decision], instruction_k(shape), instruction_k(other),
-                                   int(old.attrs[1]))
-                if decision is None:
-                    break
-            decisions[new] = decision
-        else:
-            out.append(Trace(sketch.insts, decisions))
+        moved = on_sketch(source, sketch, _k_counted_in(instruction_k(shape), instruction_k(other)))
+        if moved is not None:
+            out.append(moved)
     return out
