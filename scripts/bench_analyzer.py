@@ -10,6 +10,12 @@ on an ``llvm`` target: each schedule's fastest of ``--repeats`` estimates, the r
     python scripts/bench_analyzer.py --parts cpu-speed --out ...
 
 runs that part alone (a shared machine's noise shows in the mean, less in the fastest of five).
+
+    python scripts/bench_analyzer.py --parts databases --db work/... --score-as h100 --score-as h100:warp_mma_share=1
+
+is an analyzer ablation: each database scored with a spec and with one of its figures changed (here
+the tensor rate at the datasheet peak instead of mma.sync's measured ceiling), Spearman, recall and
+measured over estimated latency (the median, and the database's fastest record) side by side.
 """
 
 import argparse
@@ -27,7 +33,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--candidates", type=int, default=200)
     parser.add_argument("--gpu", default="h100")
-    parser.add_argument("--score-as", default="h100,a100", help="GPU specs to score the databases with")
+    parser.add_argument("--score-as", action="append", default=None,
+                        help="GPU specs to score the databases with, repeatable (default h100,a100); a spec with "
+                             "changed fields is one value: h100:warp_mma_share=1,l2_latency_cycles=300")
     parser.add_argument("--db", action="append", default=None, help="databases to score (default: ../shared)")
     parser.add_argument("--cpu-db", action="append", default=None,
                         help="llvm databases for this machine's CPU model (default: tests/data/cpu_pruner_seed0/*)")
@@ -48,7 +56,7 @@ def main() -> None:
     if "speed" in parts:
         result["speed"] = gpu_speed(args.gpu, args.candidates)
     if "databases" in parts:
-        result["databases"] = score_gpu_databases(args.db or [H100_MM4096], args.score_as.split(","))
+        result["databases"] = score_gpu_databases(args.db or [H100_MM4096], score_as(args.score_as or ["h100,a100"]))
     if "cpu-databases" in parts:
         result["cpu_databases"] = score_cpu_databases(cpu_paths)
     if "cpu-speed" in parts:
@@ -86,6 +94,11 @@ def gpu_speed(gpu: str, candidates: int) -> dict:
     }
 
 
+def score_as(values) -> list:
+    """The GPU specs ``--score-as`` names: each value one spec if it changes fields, else a comma list."""
+    return [name for value in values for name in ([value] if ":" in value else value.split(","))]
+
+
 def score_gpu_databases(databases, gpus) -> dict:
     from ms_pruner.evaluation import evaluate_database
 
@@ -95,11 +108,17 @@ def score_gpu_databases(databases, gpus) -> dict:
             continue
         for gpu in gpus:
             report = evaluate_database(path, gpu=gpu)
+            both = [r for r in report.records if r.predicted_s and r.measured_s]
+            best = min(both, key=lambda r: r.measured_s, default=None)
             scored[f"{os.path.relpath(path, os.getcwd())} as {gpu}"] = {
                 "spearman": report.spearman,
                 "recall_top10_in_top30": report.recall_top10_in_top30,
                 "n_valid": report.n_valid,
                 "records": len(report.records),
+                "median_measured_over_estimate": statistics.median(r.measured_s / r.predicted_s for r in both)
+                if both else None,
+                "best_measured_us": best.measured_s * 1e6 if best else None,
+                "best_estimate_us": best.predicted_s * 1e6 if best else None,
                 "us_per_candidate_interleaved_with_replay": report.us_per_candidate,
             }
     return scored

@@ -94,3 +94,43 @@ def test_an_architecture_without_a_sheet_gets_the_nearest_with_one_warning_line(
                      "compute capability"]
     with pytest.raises(UserError, match="has no sm_XY arch"):
         spec_for_target(Target("llvm"))
+
+
+def test_a_spec_with_changed_fields_reads_back_from_its_target():
+    """``NAME:FIELD=VALUE,...`` changes numeric figures (an analyzer ablation); the name spells the
+    changes, so a tuning target built from it leads back to the changed spec, not the datasheet."""
+    changed = get_gpu_spec("H100:warp_mma_share=1, l2_latency_cycles=300")
+    assert changed.name == "h100:l2_latency_cycles=300,warp_mma_share=1.0"
+    assert (changed.warp_mma_share, changed.l2_latency_cycles) == (1.0, 300)
+    assert changed.sm_count == GPUS["h100"].sm_count and changed != GPUS["h100"]
+    assert spec_for_target(changed.target()) == changed
+    choice = resolve_target("cuda", gpu="h100:warp_mma_share=1", require_device=False)
+    assert spec_for_target(choice.target) == choice.gpu == get_gpu_spec("h100:warp_mma_share=1.0")
+    assert get_gpu_spec("a100:") is GPUS["a100"]
+    for wrong, message in [("h100:notes=x", "GPU field 'notes' cannot be changed; numeric fields: "),
+                           ("h100:sm_count=1.5", "GPU field sm_count takes an integer, not '1.5'"),
+                           ("h100:warp_mma_share=nan", "must be finite and above 0"),
+                           ("h100:l2_gbps=0", "must be finite and above 0"),
+                           ("v100:sm_count=80", "unknown GPU 'v100'")]:
+        with pytest.raises(UserError, match=message) as raised:
+            get_gpu_spec(wrong)
+        assert "\n" not in str(raised.value)
+
+
+def test_hopper_warp_mma_peak_is_the_measured_mma_sync_ceiling():
+    """Hopper's datasheet tensor peak is wgmma's; the analyzer's rate for the mma.sync and WMMA
+    kernels MetaSchedule emits is what back-to-back mma.sync reached on an H200 (same SM as the H100)."""
+    import json
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "docs", "results", "h200", "mma_ceiling.json")
+    with open(path, encoding="utf-8") as handle:
+        ceiling = json.load(handle)
+    for name in ("h100", "h200"):
+        spec = GPUS[name]
+        for k, accumulate, measured in [(16, "float32", "m16n8k16_f32_tflops"), (8, "float32", "m16n8k8_f32_tflops"),
+                                        (16, "float16", "m16n8k16_f16_tflops")]:
+            reached = spec.tensor_tflops(accumulate) * spec.mma_peak_share(k)
+            assert reached == pytest.approx(ceiling[measured], rel=0.01), (name, measured)
+    assert GPUS["a100"].mma_peak_share(16) == 1.0
+    assert get_gpu_spec("h100:warp_mma_share=1").mma_peak_share(16) == 1.0

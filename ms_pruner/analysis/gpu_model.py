@@ -200,7 +200,7 @@ def _trip_units(features: KernelFeatures, spec: GPUSpec, active: int, trips: int
     clock = spec.clock_hz
     block_trips = features.grid * trips
     acc = "float16" if features.acc_dtype_bytes == 2 else "float32"
-    tensor_rate = spec.tensor_flops_per_cycle_per_sm(acc) * spec.mma_shape_rate(features.mma_k)
+    tensor_rate = spec.tensor_flops_per_cycle_per_sm(acc) * spec.mma_peak_share(features.mma_k)
     warps_active = active * features.warps_per_block
     sub_partitions = 4
     # Each warp stays on one SM sub-partition (its tensor core, issue slot and the queue that feeds

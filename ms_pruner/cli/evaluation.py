@@ -17,7 +17,8 @@ from .options import add_out, seed_list, seed_value, write_text
 def add_evaluation_commands(sub) -> None:
     analyze = sub.add_parser("analyze", help="score the static analyzer against a measured database")
     analyze.add_argument("--db", required=True, help="MetaSchedule JSON database directory")
-    analyze.add_argument("--gpu", default=None, help="GPU spec to assume (default: from the record target)")
+    analyze.add_argument("--gpu", default=None, help="GPU spec to assume (default: from the record target); "
+                         "h100:FIELD=VALUE,... changes its figures")
     analyze.add_argument("--json", action="store_true")
     analyze.add_argument("--ptxas", action="store_true",
                          help="also compile each CUDA record with nvcc and hold the analyzer's registers "

@@ -27,7 +27,9 @@ def add_tuning_commands(sub) -> None:
                       help=f"workload spec, e.g. {DEFAULT_GPU_WORKLOAD} (default: that on a GPU, "
                            f"{DEFAULT_CPU_WORKLOAD} on CPU)")
     tune.add_argument("--target", default="auto", help="llvm | cuda | GPU name or TVM tag | auto")
-    tune.add_argument("--gpu", default=None, help="GPU spec name (h100, a100, ...); default: detected")
+    tune.add_argument("--gpu", default=None,
+                      help="GPU spec name (h100, a100, ...; h100:FIELD=VALUE,... changes its figures); "
+                           "default: detected")
     tune.add_argument("--trials", type=int, default=64, help="total trials in the work dir")
     tune.add_argument("--strategy", default="pruner", help="pruner | moa | stock | replay (random)")
     tune.add_argument("--work-dir", default=None)

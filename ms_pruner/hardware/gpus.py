@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import re
 from typing import Dict, Optional
 
@@ -54,6 +55,10 @@ class GPUSpec:
     # mma.sync m16n8k8's tensor throughput over m16n8k16's, both back to back in registers
     # (scripts/mma_ceiling.py); 1.0 where unmeasured. WMMA's 16x16x16 compiles to m16n8k16.
     mma_k8_relative_rate: float = 1.0
+    # The share of the datasheet tensor peak that mma.sync m16n8k16 reaches back to back in
+    # registers (scripts/mma_ceiling.py): Hopper's peak is wgmma's, which no MetaSchedule rule
+    # emits; 1.0 where mma.sync is the peak's instruction (Ampere, Ada) or unmeasured.
+    warp_mma_share: float = 1.0
 
     @property
     def max_warps_per_sm(self) -> int:
@@ -71,9 +76,9 @@ class GPUSpec:
         """Aggregate shared-memory bandwidth of all SMs, GB/s."""
         return self.smem_bytes_per_clock_per_sm * self.sm_count * self.boost_clock_mhz * 1e6 / 1e9
 
-    def mma_shape_rate(self, mma_k: int) -> float:
-        """The share of the tensor peak an instruction of depth ``mma_k`` can reach (m16n8k8: 8)."""
-        return self.mma_k8_relative_rate if mma_k == 8 else 1.0
+    def mma_peak_share(self, mma_k: int) -> float:
+        """The share of the tensor peak a warp's MMA of depth ``mma_k`` can reach (m16n8k8: 8)."""
+        return self.warp_mma_share * (self.mma_k8_relative_rate if mma_k == 8 else 1.0)
 
     def tensor_tflops(self, accumulate_dtype: str) -> float:
         if accumulate_dtype == "float16":
@@ -185,8 +190,10 @@ GPUS: Dict[str, GPUSpec] = {
             smem_per_block_bytes=227 * KIB,
             tvm_tag="nvidia/nvidia-h100",
             notes="L2 bandwidth not published; 5120 B/clk assumed as on A100, x boost clock; "
-                  "m16n8k8 at 476.9 of m16n8k16's 639.7 TFLOP/s on an H200 (same SM; h200/mma_ceiling.json)",
+                  "m16n8k8 at 476.9 and m16n8k16 at 639.7 TFLOP/s on an H200 (same SM and clock; "
+                  "h200/mma_ceiling.json)",
             mma_k8_relative_rate=476.87 / 639.73,
+            warp_mma_share=639.73 / 989.4,
             **_ampere_hopper_common(l2_latency_cycles=260),
         ),
         GPUSpec(
@@ -285,7 +292,13 @@ _ALIASES = {
 
 
 def get_gpu_spec(name: str) -> GPUSpec:
-    """Look a GPU up by short name (``h100``), alias, TVM tag or marketing name."""
+    """Look a GPU up by short name (``h100``), alias, TVM tag or marketing name, optionally followed
+    by numeric fields to change (``h100:warp_mma_share=1,l2_latency_cycles=300``): an analyzer
+    ablation or a part whose figures differ. The changed spec's ``name`` spells the changes, so a
+    target built from it (``GPUSpec.target``'s ``model``) reads back the same spec."""
+    if ":" in name:
+        base, changes = name.split(":", 1)
+        return _changed(get_gpu_spec(base), changes)
     key = name.strip().lower()
     key = key.split("/", 1)[1] if key.startswith("nvidia/") else key
     key = key[len("nvidia-"):] if key.startswith("nvidia-") and key not in _ALIASES else key
@@ -296,6 +309,30 @@ def get_gpu_spec(name: str) -> GPUSpec:
         if spec.marketing_name.lower() == name.strip().lower():
             return spec
     raise UserError(f"unknown GPU '{name}'; known: {', '.join(sorted(GPUS))}")
+
+
+def _changed(base: GPUSpec, changes: str) -> GPUSpec:
+    """``base`` with the numeric fields ``FIELD=VALUE,...`` changed, named after them."""
+    numeric = {f.name for f in dataclasses.fields(GPUSpec) if isinstance(getattr(base, f.name), (int, float))}
+    values = {}
+    for change in filter(None, (c.strip() for c in changes.split(","))):
+        field, _, text = change.partition("=")
+        field = field.strip()
+        if field not in numeric:
+            raise UserError(f"GPU field '{field}' cannot be changed; numeric fields: {', '.join(sorted(numeric))}")
+        kind = type(getattr(base, field))
+        try:
+            value = kind(text.strip())
+        except ValueError:
+            kind_name = "an integer" if kind is int else "a number"
+            raise UserError(f"GPU field {field} takes {kind_name}, not '{text.strip()}'") from None
+        if not math.isfinite(value) or value <= 0:
+            raise UserError(f"GPU field {field} must be finite and above 0, not '{text.strip()}'")
+        values[field] = value
+    if not values:
+        return base
+    name = base.name + ":" + ",".join(f"{field}={values[field]!r}" for field in sorted(values))
+    return dataclasses.replace(base, name=name, **values)
 
 
 # Which part an architecture means when a target does not name one (TVM's own tags do not): the
@@ -317,8 +354,8 @@ def spec_for_target(target) -> GPUSpec:
     one on a tie), with a one-line warning naming both; a target without an ``sm_XY`` arch is one
     UserError line."""
     model = str(target.attrs.get("model", "") or "")
-    if model in GPUS:
-        return GPUS[model]
+    if model in GPUS or ":" in model:
+        return get_gpu_spec(model)
     arch = str(target.attrs.get("arch", ""))
     ordered = [GPUS[name] for name in _PART_BY_ARCH_ORDER] + [
         spec for name, spec in GPUS.items() if name not in _PART_BY_ARCH_ORDER]
