@@ -202,11 +202,14 @@ def committed_runs(tmp_path_factory, tensor_intrinsics):
 # mostly one tile geometry that the first half measured 5 times, and XGB's features find its fastest
 # tenth more often (recall 0.62 vs 0.23). On the H200 runs (2026-11-27, `all` space): the Pruner run's
 # trees pass the gate on NDCG and recall (0.984, 0.718 against the analyzer's 0.926, 0.324) and rank
-# below the analyzer by Spearman (0.506 against 0.562); on the stock run the gate keeps the analyzer,
-# at Spearman 0.491. Every other figure of every run is checked ("floor": Spearman >= 0.5).
+# below the analyzer by Spearman (0.506 against 0.562); on the stock run the analyzer is at Spearman
+# 0.491, and since the analyzer's tensor rate is mma.sync's (85fc168) the trees pass the gate on some
+# seeds there too: NDCG and recall rise (0.950, 0.611 against 0.944, 0.500), Spearman falls to 0.487.
+# Every other figure of every run is checked ("floor": Spearman >= 0.5).
 SHORT_OF_GOAL = {("conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32/stock-20261124-111448", "xgb",
                   "recall_top10_in_top30"),
                  ("matmul_4096x4096x4096_float16_float32/pruner-20261127-235108", "analyzer", "spearman"),
+                 ("matmul_4096x4096x4096_float16_float32/stock-20261127-235610", "analyzer", "spearman"),
                  ("matmul_4096x4096x4096_float16_float32/stock-20261127-235610", "floor", "spearman")}
 
 
