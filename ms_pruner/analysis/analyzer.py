@@ -12,7 +12,7 @@ from ..builder import lower_candidate
 from ..hardware import CPUSpec, GPUSpec, detect_cpu, get_gpu_spec, spec_for_target
 from .cpu_model import CPUEstimate, estimate_cpu
 from .features import KernelFeatures, kernel_features
-from .gpu_model import KernelEstimate, estimate_kernel
+from .gpu_model import KernelEstimate, as_built, estimate_kernel
 from .memory import BoundedMemory
 from .tir_walk import walk_primfunc
 
@@ -123,7 +123,8 @@ class StaticAnalyzer:
                 cpu = estimate_cpu(program, self.hardware)
                 total += cpu.latency_s
             return Estimate(latency_s=total, valid=True, cpu=cpu)
-        features = [k for program in programs for k in kernel_features(program, self.hardware.warp_size)]
+        features = [as_built(k, self.hardware) for program in programs
+                    for k in kernel_features(program, self.hardware.warp_size)]
         if not features:
             return Estimate(latency_s=math.inf, valid=False, reason="no GPU kernel in the program")
         kernels = [estimate_kernel(k, self.hardware, self.max_shared_memory) for k in features]

@@ -11,6 +11,7 @@ import dataclasses
 import math
 from typing import Dict, List, Tuple
 
+from ..builder.parity_unroll import parity_loops_unrolled
 from .pipeline import fragments_indexed_at_run_time, pipeline_shape
 from .tir_walk import FRAGMENT_LOADS, FRAGMENT_STORES, MMA_INTRINSICS, BlockInfo, ProgramInfo
 
@@ -85,6 +86,9 @@ class KernelFeatures:
     staging_tiles: Dict[str, float] = dataclasses.field(default_factory=dict)
     pipeline_stages: int = 1  # copies of each operand tile a software pipeline keeps in flight (pipeline_shape)
     local_operand_bytes: float = 0.0  # operand fragment bytes a warp-trip keeps in local memory (fragments_indexed_at_run_time)
+    # Registers with both fragment copies held, where the builder may unroll the parity loop (gpu_model.as_built).
+    parity_unrolled_regs: float = 0.0
+    parity_unrolled: bool = False  # the builder unrolls it: the fragments stay in registers
 
 
 def _kernel_groups(program: ProgramInfo) -> Dict[int, List[BlockInfo]]:
@@ -296,6 +300,7 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
     for blocks in _kernel_groups(program).values():
         threads = max(_threads(b, warp_size) for b in blocks)
         versions, fragment_trips = pipeline_shape(blocks)
+        indexed_at_run_time = fragments_indexed_at_run_time(blocks)
         tally = _KernelTally(warp_size, threads, max(1, -(-threads // warp_size)), versions)
         for block in blocks:
             tally.add(block)
@@ -315,7 +320,8 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
             pipelined=any(loop.pipelined for b in blocks for loop in b.loops),
             global_buffer_bytes=sum(_buffer_bytes(program, name) for name in t.touched),
             operand_tiles=t.operand_tiles, staging_tiles=t.staging_tiles, pipeline_stages=versions,
-            local_operand_bytes=t.operand_bytes if fragments_indexed_at_run_time(blocks) else 0.0,
+            local_operand_bytes=t.operand_bytes if indexed_at_run_time else 0.0,
+            parity_unrolled_regs=t.registers(2) if indexed_at_run_time and parity_loops_unrolled() else 0.0,
         ))
     return kernels
 

@@ -21,6 +21,7 @@ from ..errors import UserError
 from .copy_lanes import COPY_LANES_ENV, copy_lanes_separated, separate_copy_lanes
 from .cuda_binary import compile_cuda_to_cubin, device_module_formats, replace_cuda_sources
 from .cuda_compile import compile_with_nvcc, cuda_compile_scope, cuda_runtime_loaded
+from .parity_unroll import PARITY_UNROLL_ENV, parity_loops_unrolled
 from .pool import KeptPoolBuilder
 from .resources import KernelResources, candidate_resources, cuda_source_resources, parse_ptxas_report
 from .runner_args import cached_alloc_argument, forget_cached_arguments
@@ -51,7 +52,8 @@ def make_builder(
     return KeptPoolBuilder(max_workers=workers, timeout_sec=timeout_sec, f_build=build_candidate,
                            f_export=export_candidate,
                            environment={COMPILE_DEVICE_CODE_ENV: "1" if compile_device_code else "0",
-                                        COPY_LANES_ENV: "1" if copy_lanes_separated() else "0"})
+                                        COPY_LANES_ENV: "1" if copy_lanes_separated() else "0",
+                                        PARITY_UNROLL_ENV: "1" if parity_loops_unrolled() else "0"})
 
 
 def close_builder(builder) -> None:
@@ -85,6 +87,7 @@ def make_runner(timeout_sec: float = 30.0, number: int = 3, repeat: int = 1, min
 __all__ = [
     "BUILDER_KINDS",
     "COPY_LANES_ENV",
+    "PARITY_UNROLL_ENV",
     "BuiltCandidate",
     "KernelResources",
     "build_candidate",
@@ -95,6 +98,7 @@ __all__ = [
     "compile_cuda_to_cubin",
     "compile_with_nvcc",
     "copy_lanes_separated",
+    "parity_loops_unrolled",
     "cuda_compile_scope",
     "cuda_runtime_loaded",
     "cuda_sources",

@@ -1,4 +1,5 @@
-"""A fix to TVM's generated CUDA source, applied through TVM's ``tvm_callback_cuda_postproc`` hook.
+"""Fixes to TVM's generated CUDA source, applied through TVM's ``tvm_callback_cuda_postproc`` hook:
+the one below, and loops that index register arrays by their parity unrolled (parity_unroll.py).
 
 TVM 0.27's CUDA code generator stores an 8-lane int32 vector in a ``longlong4`` and an 8-lane fp16
 one in a ``uint4``, and writes a vector built from eight values as ``make_longlong4(a, ..., h)`` or
@@ -15,7 +16,10 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+import tvm
 import tvm_ffi
+
+from .parity_unroll import unrolled_where_registers_hold
 
 CALLBACK_NAME = "tvm_callback_cuda_postproc"
 # call -> (helper, vector type, lane type, pair type, pair constructor)
@@ -83,11 +87,15 @@ def fix_eight_lane_vectors(source: str) -> str:
     return text[:kernel] + HELPER_SOURCE + "\n" + text[kernel:]
 
 
-def _postproc(source, _target=None):
-    return fix_eight_lane_vectors(str(source))
+def _postproc(source, target=None):
+    """The eight-lane fix, then parity loops unrolled where their registers hold (parity_unroll.py)."""
+    fixed = fix_eight_lane_vectors(str(source))
+    target = target or tvm.target.Target.current(allow_none=True)
+    arch = str(target.attrs.get("arch", "")) if target is not None else ""
+    return unrolled_where_registers_hold(fixed, arch) if arch.startswith("sm_") else fixed
 
 
 def register_cuda_source_fix() -> None:
-    """Register the fix as TVM's CUDA postprocessing callback where no other one is registered."""
+    """Register the fixes as TVM's CUDA postprocessing callback where no other one is registered."""
     if tvm_ffi.get_global_func(CALLBACK_NAME, allow_missing=True) is None:
         tvm_ffi.register_global_func(CALLBACK_NAME, _postproc)

@@ -20,6 +20,7 @@ from ..analysis import StaticAnalyzer
 from ..analysis.geometry import geometry_name, kernel_geometry
 from ..analysis.gpu_model import uses_local_memory
 from ..builder import cuda_sources, default_max_workers
+from ..builder.parity_unroll import PRAGMA as PARITY_PRAGMA
 from ..builder.resources import allocated_shared_bytes, cuda_source_compile
 from ..builder.sass import opcode_counts, opcodes, read_sass, tensor_kernel_counts
 from ..builder.worker import lowered_tir
@@ -93,6 +94,7 @@ def describe(sch, analyzer) -> dict:
         "analyzer_registers": round(max((f.regs_per_thread for f in features), default=0.0), 1),
         "analyzer_spills": any(uses_local_memory(f, spec) for f in features),
         "analyzer_synchronous_copies": sum(c.synchronous for f in features for c in f.copies),
+        "analyzer_parity_unrolled": any(f.parity_unrolled for f in features),
         "accumulator_bytes": int(max((f.acc_fragments_per_warp * f.mma_m * f.mma_n * f.acc_dtype_bytes / spec.warp_size
                                       for f in features), default=0)),
     }
@@ -130,6 +132,7 @@ def build_report(sch, target) -> dict:
         "registers": max((k.registers for k in kernels), default=0),
         "spill_bytes": sum(k.spill_store_bytes + k.spill_load_bytes for k in kernels),
         "stack_bytes": max((k.stack_bytes for k in kernels), default=0),
+        "parity_unrolled": any(PARITY_PRAGMA in source for source in sources),
     }
 
 
@@ -192,6 +195,8 @@ def agreement(candidates: List[dict]) -> dict:
         "mma_synchronous_copy_agrees": sum((c["analyzer_synchronous_copies"] > 0) == (c["tensor_kernel_ldg"] > 0)
                                            for c in mma),
         "mma_with_synchronous_copies": sum(c["tensor_kernel_ldg"] > 0 for c in mma),
+        "parity_unrolled": sum(c["parity_unrolled"] for c in built),
+        "parity_unroll_agrees": sum(c["analyzer_parity_unrolled"] == c["parity_unrolled"] for c in built),
     }
 
 

@@ -1,0 +1,123 @@
+"""Loops that choose a register array's copy by their own parity, unrolled by two in the CUDA source.
+
+Where the mma rule's fragment loop runs once a stage and its pipeline loads the next stage's
+fragments before this stage's MMAs (depth 3 and more), InjectSoftwarePipeline keeps two copies of
+each operand fragment and picks one by the parity of the outer k loop: ``A_frag + ((k + 1) & 1) *
+128``. That index is known only at run time, and ptxas keeps an array indexed so in local memory,
+a stack frame of the fragments' size that every ldmatrix stores to and every MMA loads from. Under
+``#pragma unroll 2`` the loop's two halves start at even and odd ``k``, each copy's index is a
+constant in each half, and the copies can stay in registers, both of them: the register count grows
+by the second copy. Where that exceeds what a thread may have, ptxas spills instead, so the builder
+keeps the unrolled source only where ptxas compiles it with no stack and no spill
+(``unrolled_where_registers_hold``); the analyzer predicts the same from its register count
+(analysis/gpu_model.py ``as_built``).
+
+``MS_PRUNER_UNROLL_PARITY_LOOPS=0`` leaves the source as TVM wrote it, for ablations; the analyzer
+reads the same switch (``parity_loops_unrolled``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import List, Set
+
+from .ptxas import cuda_source_compile
+
+PARITY_UNROLL_ENV = "MS_PRUNER_UNROLL_PARITY_LOOPS"
+PRAGMA = "#pragma unroll 2"
+_LOOP = re.compile(r"^([ \t]*)for \(int (\w+) = 0; \2 < (\d+); \+\+\2\) \{$", re.M)
+_LOCAL_ARRAY = re.compile(r"^[ \t]*(?:alignas\(\d+\) )?(?:half|float|int|uint|signed char|\w+_t) (\w+)\[\d+\];$", re.M)
+_NAMED_VALUE = re.compile(r"^[ \t]*int (\w+) = (.*);$", re.M)
+
+
+def parity_loops_unrolled() -> bool:
+    """Whether the builder unrolls parity loops (``MS_PRUNER_UNROLL_PARITY_LOOPS``, on unless "0")."""
+    return os.environ.get(PARITY_UNROLL_ENV, "1") != "0"
+
+
+def _parity(var: str) -> re.Pattern:
+    """``(v & 1)`` or ``((v + c) & 1)``: the parity of loop variable ``v``, with an offset."""
+    return re.compile(rf"\((?:{var}|\({var} \+ \d+\)) & 1\)")
+
+
+def _body_end(source: str, brace: int) -> int:
+    """The index of the ``}`` that closes the ``{`` at ``brace``."""
+    depth = 0
+    for index in range(brace, len(source)):
+        if source[index] == "{":
+            depth += 1
+        elif source[index] == "}":
+            depth -= 1
+            if depth == 0:
+                return index
+    raise ValueError("unbalanced braces in generated CUDA source")
+
+
+def _index_at(text: str, start: int) -> str:
+    """The index expression at ``start``: a bracketed or parenthesised group, or a word."""
+    closing = {"(": ")", "[": "]"}.get(text[start])
+    if closing is None:
+        return re.match(r"\w*", text[start:]).group(0)
+    depth = 0
+    for index in range(start, len(text)):
+        depth += 1 if text[index] == text[start] else -1 if text[index] == closing else 0
+        if depth == 0:
+            return text[start:index + 1]
+    return text[start:]
+
+
+def _indexes_local_by_parity(body: str, var: str, local_arrays: Set[str]) -> bool:
+    """Whether ``body`` offsets a register array (``frag + (index)``, ``frag[index]``) by an index
+    that holds ``var`` only through its parity, written out or through a value the body names
+    (``int cse_v1 = ((k & 1) * 128);``). An index that holds ``var`` otherwise stays a run-time
+    index in either half of an unrolled loop."""
+    parity, uses_var = _parity(var), re.compile(rf"\b{var}\b")
+    named = [name for name, value in _NAMED_VALUE.findall(body)
+             if parity.search(value) and not uses_var.search(parity.sub("", value))]
+    keys = [parity] + [re.compile(rf"\b{name}\b") for name in named]
+    for name in local_arrays:
+        for use in re.finditer(rf"\b{name}(?: \+ |(?=\[))", body):
+            index = _index_at(body, use.end())
+            if any(key.search(index) for key in keys) and not uses_var.search(parity.sub("", index)):
+                return True
+    return False
+
+
+def unroll_parity_loops(source: str) -> str:
+    """``source`` with ``#pragma unroll 2`` before each loop of more than one trip that indexes a
+    register array by its variable's parity and has no unroll pragma yet; unchanged where none does."""
+    local_arrays = set(_LOCAL_ARRAY.findall(source))
+    if not local_arrays:
+        return source
+    inserts: List[int] = []
+    for loop in _LOOP.finditer(source):
+        var, trips = loop.group(2), int(loop.group(3))
+        before = source[:loop.start()].rstrip().rsplit("\n", 1)[-1].strip()
+        if trips < 2 or before.startswith("#pragma unroll"):
+            continue
+        body = source[loop.end():_body_end(source, loop.end() - 1)]
+        if _indexes_local_by_parity(body, var, local_arrays):
+            inserts.append(loop.start())
+    if not inserts:
+        return source
+    pieces, position = [], 0
+    for start in inserts:
+        indent = _LOOP.match(source, start).group(1)
+        pieces += [source[position:start], f"{indent}{PRAGMA}\n"]
+        position = start
+    pieces.append(source[position:])
+    return "".join(pieces)
+
+
+def unrolled_where_registers_hold(source: str, arch: str) -> str:
+    """``unroll_parity_loops(source)`` where ptxas compiles it for ``arch`` without local memory (no
+    stack frame, no spill) in any kernel, else ``source``; ``source`` where the switch is off. Costs
+    one more compile, only for a source that has such a loop."""
+    if not parity_loops_unrolled():
+        return source
+    unrolled = unroll_parity_loops(source)
+    if unrolled == source:
+        return source
+    kernels = cuda_source_compile(unrolled, arch)[1]
+    return unrolled if all(k.stack_bytes == 0 and not k.spills for k in kernels) else source
