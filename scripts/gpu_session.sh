@@ -34,6 +34,8 @@
 #   bash scripts/gpu_session.sh ablate-climb      # the matmul on `all` with Pruner --set cold_climb_starts=0 (no
 #                                                 #   analyzer climb in its first round) -> compare_no_climb
 #                                                 #   (the mma-* comparisons go to $KEEP/compare_all)
+#   bash scripts/gpu_session.sh ablate-unroll     # the same with MS_PRUNER_UNROLL_PARITY_LOOPS=0 (fragment copies
+#                                                 #   picked by a loop's parity stay in local memory) -> compare_no_parity_unroll
 #   bash scripts/gpu_session.sh transfer-cold     # stock and Pruner, 64 trials, on two other matmul and two other conv2d shapes
 #   bash scripts/gpu_session.sh transfer-warm     # Pruner on them with --warm-start from h100/work.tgz's runs
 #   bash scripts/gpu_session.sh fleet             # one round of 64 of the matmul measured through a loopback RPC
@@ -190,6 +192,8 @@ models() {
         mma-stock) SPACE=all COMPARE_DIR=compare_all compare "$MM" stock ;;
         mma-more) SPACE=all COMPARE_DIR=compare_all compare "$MM16 $FFN" pruner,stock ;;
         ablate-climb) SPACE=all COMPARE_DIR=compare_no_climb EXTRA="--set cold_climb_starts=0" compare "$MM" pruner ;;
+        ablate-unroll) MS_PRUNER_UNROLL_PARITY_LOOPS=0 SPACE=all COMPARE_DIR=compare_no_parity_unroll \
+            compare "$MM" pruner ;;
         mma-check) timeout --foreground "$BUDGET" python3 -m ms_pruner check --compare "$KEEP/compare_all" \
             --target "$TARGET" --json > "$KEEP/check_all.json"; cat "$KEEP/check_all.json" ;;
         suite-stock|suite-pruner|ablate-first-round|ablate-verify)

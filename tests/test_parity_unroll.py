@@ -13,6 +13,7 @@ KERNEL = """extern "C" __global__ void __launch_bounds__(128) main_kernel(half* 
     int cse_v1 = (((k_0 + 1) & 1) * 32);
     load(A_frag + BODY, A + ((((k_0 + 1) & 1) * 2048) + ((int)threadIdx.x)));
     use(C_frag[(k_0 * 4)]);
+    __syncthreads();
   }
 }
 """
@@ -39,9 +40,11 @@ def test_a_loop_is_unrolled_by_two_where_a_register_array_is_indexed_by_its_pari
         assert result.replace(f"  {PRAGMA}\n", "") == source
 
 
-def test_a_loop_of_one_trip_or_without_register_arrays_is_left_alone():
+def test_a_loop_of_one_trip_without_a_barrier_or_without_register_arrays_is_left_alone():
     one_trip = _kernel("(k_0 & 1)").replace("k_0 < 125", "k_0 < 1")
     assert unroll_parity_loops(one_trip) == one_trip
+    inner = _kernel("(k_0 & 1)").replace("__syncthreads();", "")  # a fragment loop nvcc unrolls whole itself
+    assert unroll_parity_loops(inner) == inner
     shared_only = _kernel("(k_0 & 1)").replace("alignas(64) half A_frag[64];", "").replace(
         "alignas(64) float C_frag[32];", "")
     assert unroll_parity_loops(shared_only) == shared_only

@@ -26,6 +26,9 @@ from .ptxas import cuda_source_compile
 
 PARITY_UNROLL_ENV = "MS_PRUNER_UNROLL_PARITY_LOOPS"
 PRAGMA = "#pragma unroll 2"
+# The pipeline's main loop holds the block's barriers; an inner fragment loop of a few trips has none,
+# and nvcc unrolls it whole by itself (its parity index then a constant), which a pragma would cap.
+BARRIER = "__syncthreads()"
 _LOOP = re.compile(r"^([ \t]*)for \(int (\w+) = 0; \2 < (\d+); \+\+\2\) \{$", re.M)
 _LOCAL_ARRAY = re.compile(r"^[ \t]*(?:alignas\(\d+\) )?(?:half|float|int|uint|signed char|\w+_t) (\w+)\[\d+\];$", re.M)
 _NAMED_VALUE = re.compile(r"^[ \t]*int (\w+) = (.*);$", re.M)
@@ -85,8 +88,9 @@ def _indexes_local_by_parity(body: str, var: str, local_arrays: Set[str]) -> boo
 
 
 def unroll_parity_loops(source: str) -> str:
-    """``source`` with ``#pragma unroll 2`` before each loop of more than one trip that indexes a
-    register array by its variable's parity and has no unroll pragma yet; unchanged where none does."""
+    """``source`` with ``#pragma unroll 2`` before each loop of more than one trip that holds a
+    barrier, indexes a register array by its variable's parity and has no unroll pragma yet;
+    unchanged where none does."""
     local_arrays = set(_LOCAL_ARRAY.findall(source))
     if not local_arrays:
         return source
@@ -97,7 +101,7 @@ def unroll_parity_loops(source: str) -> str:
         if trips < 2 or before.startswith("#pragma unroll"):
             continue
         body = source[loop.end():_body_end(source, loop.end() - 1)]
-        if _indexes_local_by_parity(body, var, local_arrays):
+        if BARRIER in body and _indexes_local_by_parity(body, var, local_arrays):
             inserts.append(loop.start())
     if not inserts:
         return source
