@@ -4,7 +4,8 @@ the copies in registers, and the analyzer predicting which kernels the builder s
 import pytest
 
 from conftest import needs_nvcc
-from ms_pruner.builder.parity_unroll import PARITY_UNROLL_ENV, PRAGMA, unroll_parity_loops
+from ms_pruner.builder.parity_unroll import (PARITY_UNROLL_ENV, PRAGMA, unroll_parity_loops,
+                                             unrolled_where_registers_hold)
 
 KERNEL = """extern "C" __global__ void __launch_bounds__(128) main_kernel(half* __restrict__ A) {
   alignas(64) half A_frag[64];
@@ -48,6 +49,17 @@ def test_a_loop_of_one_trip_without_a_barrier_or_without_register_arrays_is_left
     shared_only = _kernel("(k_0 & 1)").replace("alignas(64) half A_frag[64];", "").replace(
         "alignas(64) float C_frag[32];", "")
     assert unroll_parity_loops(shared_only) == shared_only
+
+
+def test_a_kernel_whose_accumulators_alone_overflow_its_registers_is_not_compiled_unrolled(monkeypatch):
+    """128 threads leave 255 registers a thread; 4096 fp32 accumulators keep local memory whatever
+    the loop does, so the source stays as it is without a trial compile (this one would not compile)."""
+    monkeypatch.setenv(PARITY_UNROLL_ENV, "1")
+    source = _kernel("(k_0 & 1)").replace("float C_frag[32]", "float C_frag[4096]")
+    assert unroll_parity_loops(source) != source
+    assert unrolled_where_registers_hold(source, "sm_90a") == source
+    monkeypatch.setenv(PARITY_UNROLL_ENV, "0")
+    assert unrolled_where_registers_hold(_kernel("(k_0 & 1)"), "sm_90a") == _kernel("(k_0 & 1)")
 
 
 def _runtime_indexed_candidate():

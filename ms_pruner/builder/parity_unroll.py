@@ -31,6 +31,10 @@ PRAGMA = "#pragma unroll 2"
 BARRIER = "__syncthreads()"
 _LOOP = re.compile(r"^([ \t]*)for \(int (\w+) = 0; \2 < (\d+); \+\+\2\) \{$", re.M)
 _LOCAL_ARRAY = re.compile(r"^[ \t]*(?:alignas\(\d+\) )?(?:half|float|int|uint|signed char|\w+_t) (\w+)\[\d+\];$", re.M)
+_FLOAT_ARRAY = re.compile(r"^[ \t]*(?:alignas\(\d+\) )?float \w+\[(\d+)\];$", re.M)
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\((\d+)\)")
+KERNEL_START = 'extern "C" __global__'
+MAX_REGISTERS, REGISTERS_PER_BLOCK = 255, 65536
 _NAMED_VALUE = re.compile(r"^[ \t]*int (\w+) = (.*);$", re.M)
 
 
@@ -114,14 +118,31 @@ def unroll_parity_loops(source: str) -> str:
     return "".join(pieces)
 
 
+def _accumulators_overflow(source: str) -> bool:
+    """Whether a kernel with an unrolled parity loop has more fp32 array elements (its accumulators)
+    than registers a thread may have (255, or what ``__launch_bounds__`` leaves of 65536): it keeps
+    local memory whatever the loop does, so compiling it to find out is not worth it."""
+    kernels = source.split(KERNEL_START)[1:]
+    for kernel in kernels:
+        if PRAGMA not in kernel:
+            continue
+        bounds = _LAUNCH_BOUNDS.search(kernel)
+        cap = min(MAX_REGISTERS, REGISTERS_PER_BLOCK // int(bounds.group(1))) if bounds else MAX_REGISTERS
+        if sum(int(n) for n in _FLOAT_ARRAY.findall(kernel)) > cap:
+            return True
+    return False
+
+
 def unrolled_where_registers_hold(source: str, arch: str) -> str:
     """``unroll_parity_loops(source)`` where ptxas compiles it for ``arch`` without local memory (no
     stack frame, no spill) in any kernel, else ``source``; ``source`` where the switch is off. Costs
-    one more compile, only for a source that has such a loop."""
+    one more compile, only for a source that has such a loop and whose accumulators could fit."""
     if not parity_loops_unrolled():
         return source
     unrolled = unroll_parity_loops(source)
     if unrolled == source:
+        return source
+    if _accumulators_overflow(unrolled):
         return source
     kernels = cuda_source_compile(unrolled, arch)[1]
     return unrolled if all(k.stack_bytes == 0 and not k.spills for k in kernels) else source
