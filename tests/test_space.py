@@ -232,9 +232,13 @@ def test_sampled_mma_candidates_build_with_async_copies_as_the_analyzer_predicts
         assert list(c["hmma_shapes"]) == [{"m16n8k8": "1688", "m16n8k16": "16816"}[c["instruction"]]], c
         assert c["analyzer_shared_bytes"] == c["shared_bytes"], c
     # The spill call misses where ptxas decides at the margin (a count within a register of the cap;
-    # small tiles whose count the estimate puts above what ptxas needs): docs/space.md's table.
-    assert sum(c["analyzer_spills"] == c["spills"] for c in candidates) >= 30
+    # small tiles whose count the estimate puts above what ptxas needs; on the A100 two kernels whose
+    # unrolled parity loop sm_80's ptxas fits in fewer registers than both fragment copies need, which
+    # sm_90a's does not): docs/space.md's table.
+    assert sum(c["analyzer_spills"] == c["spills"] for c in candidates) >= {"h100": 30, "a100": 28}[gpu]
     assert {c["spills"] for c in candidates} == {True, False}
+    agreement = report["analyzer_agreement"]
+    assert agreement["parity_unrolled"] >= 1 and agreement["parity_unroll_agrees"] >= 30
 
 
 def test_space_command_reports_sketches_samples_and_rejections(tensor_intrinsics, capsys):

@@ -48,30 +48,21 @@ def _parity(var: str) -> re.Pattern:
     return re.compile(rf"\((?:{var}|\({var} \+ \d+\)) & 1\)")
 
 
-def _body_end(source: str, brace: int) -> int:
-    """The index of the ``}`` that closes the ``{`` at ``brace``."""
-    depth = 0
-    for index in range(brace, len(source)):
-        if source[index] == "{":
-            depth += 1
-        elif source[index] == "}":
-            depth -= 1
-            if depth == 0:
-                return index
-    raise ValueError("unbalanced braces in generated CUDA source")
+def _closing(text: str, start: int) -> int:
+    """The index of the bracket that closes the ``{``, ``(`` or ``[`` at ``start``."""
+    opening, closing, depth = text[start], {"{": "}", "(": ")", "[": "]"}[text[start]], 0
+    for index in range(start, len(text)):
+        depth += 1 if text[index] == opening else -1 if text[index] == closing else 0
+        if depth == 0:
+            return index
+    raise ValueError("unbalanced brackets in generated CUDA source")
 
 
 def _index_at(text: str, start: int) -> str:
     """The index expression at ``start``: a bracketed or parenthesised group, or a word."""
-    closing = {"(": ")", "[": "]"}.get(text[start])
-    if closing is None:
-        return re.match(r"\w*", text[start:]).group(0)
-    depth = 0
-    for index in range(start, len(text)):
-        depth += 1 if text[index] == text[start] else -1 if text[index] == closing else 0
-        if depth == 0:
-            return text[start:index + 1]
-    return text[start:]
+    if text[start] in "([":
+        return text[start:_closing(text, start) + 1]
+    return re.match(r"\w*", text[start:]).group(0)
 
 
 def _indexes_local_by_parity(body: str, var: str, local_arrays: Set[str]) -> bool:
@@ -104,7 +95,7 @@ def unroll_parity_loops(source: str) -> str:
         before = source[:loop.start()].rstrip().rsplit("\n", 1)[-1].strip()
         if trips < 2 or before.startswith("#pragma unroll"):
             continue
-        body = source[loop.end():_body_end(source, loop.end() - 1)]
+        body = source[loop.end():_closing(source, loop.end() - 1)]
         if BARRIER in body and _indexes_local_by_parity(body, var, local_arrays):
             inserts.append(loop.start())
     if not inserts:
