@@ -100,8 +100,7 @@ def as_built(features: KernelFeatures, spec: GPUSpec) -> KernelFeatures:
     """The kernel the builder ships: where its operand fragments are indexed by a loop's parity and
     both copies fit the thread's registers, the builder unrolls that loop (builder/parity_unroll.py)
     and the fragments stay in registers; otherwise they stay in local memory."""
-    if features.parity_unrolled or not features.parity_unrolled_regs or \
-            features.parity_unrolled_regs > register_cap(features, spec):
+    if not features.parity_unrolled_regs or features.parity_unrolled_regs > register_cap(features, spec):
         return features
     return dataclasses.replace(features, regs_per_thread=features.parity_unrolled_regs, local_operand_bytes=0.0,
                                parity_unrolled=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import List, Set
+from typing import List, Set, Tuple
 
 from .ptxas import cuda_source_compile
 
@@ -82,6 +82,14 @@ def _indexes_local_by_parity(body: str, var: str, local_arrays: Set[str]) -> boo
     return False
 
 
+def _line_before(source: str, start: int) -> str:
+    """The last line with text before index ``start``, stripped."""
+    end = start
+    while end > 0 and source[end - 1].isspace():
+        end -= 1
+    return source[source.rfind("\n", 0, end) + 1:end].strip()
+
+
 def unroll_parity_loops(source: str) -> str:
     """``source`` with ``#pragma unroll 2`` before each loop of more than one trip that holds a
     barrier, indexes a register array by its variable's parity and has no unroll pragma yet;
@@ -89,20 +97,18 @@ def unroll_parity_loops(source: str) -> str:
     local_arrays = set(_LOCAL_ARRAY.findall(source))
     if not local_arrays:
         return source
-    inserts: List[int] = []
+    inserts: List[Tuple[int, str]] = []
     for loop in _LOOP.finditer(source):
-        var, trips = loop.group(2), int(loop.group(3))
-        before = source[:loop.start()].rstrip().rsplit("\n", 1)[-1].strip()
-        if trips < 2 or before.startswith("#pragma unroll"):
+        indent, var, trips = loop.group(1), loop.group(2), int(loop.group(3))
+        if trips < 2 or _line_before(source, loop.start()).startswith("#pragma unroll"):
             continue
         body = source[loop.end():_closing(source, loop.end() - 1)]
         if BARRIER in body and _indexes_local_by_parity(body, var, local_arrays):
-            inserts.append(loop.start())
+            inserts.append((loop.start(), indent))
     if not inserts:
         return source
     pieces, position = [], 0
-    for start in inserts:
-        indent = _LOOP.match(source, start).group(1)
+    for start, indent in inserts:
         pieces += [source[position:start], f"{indent}{PRAGMA}\n"]
         position = start
     pieces.append(source[position:])
