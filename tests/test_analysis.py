@@ -365,7 +365,12 @@ def test_analyzer_ranks_real_h100_records(capsys, tmp_path, tensor_intrinsics):
     assert len(report["records"]) == 191 and report["n_valid"] == 191
     assert report["spearman"] >= 0.8
     assert report["recall_top10_in_top30"] >= 0.7
-    assert set(report["records"][0]) == {"predicted_s", "measured_s", "valid", "geometry", "fetch_bytes", "arrangement"}
+    assert set(report["records"][0]) == {"predicted_s", "measured_s", "valid", "geometry", "fetch_bytes", "arrangement",
+                                         "instruction"}
+    families = report["families"]  # one family: scored apart as a whole, no pair across families
+    assert list(families["groups"]) == ["wmma"] and families["groups"]["wmma"]["scored"] == 191
+    assert families["groups"]["wmma"]["spearman"] == pytest.approx(report["spearman"])
+    assert families["cross_family_concordance"] is None and families["fastest_measured"] == "wmma"
     best = min(report["records"], key=lambda r: r["measured_s"])
     assert best["geometry"] == "grid 1024 x 128 thr, 16 acc frags, 64 trips, operand tiles 8192+32768 B"
     assert best["fetch_bytes"] == [16, 8]  # A in 8 fp16 lanes, B in 4 (docs/search.md's table)

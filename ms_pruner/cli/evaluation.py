@@ -8,6 +8,7 @@ import sys
 from ..cost_model.offline import train_offline
 from ..errors import UserError
 from ..evaluation import evaluate_database
+from ..evaluation.family_scores import format_family_scores
 from ..evaluation.geometry_table import geometry_table, load_estimates
 from ..evaluation.model_ranking import by_round, by_round_table, evaluate_runs, markdown_table
 from ..evaluation.seeds import seeds_table
@@ -91,6 +92,8 @@ def cmd_analyze(args) -> int:
               f"by neither {r['spill_neither']}, "
               f"by the analyzer only {r['spill_estimate_only']}, by ptxas only {r['spill_ptxas_only']}; "
               f"same blocks per SM {r['same_blocks_per_sm']}; median register error {r['regs_error_median']}")
+    if report.families is not None:
+        print("\n".join(format_family_scores(report.families)))
     return 0
 
 

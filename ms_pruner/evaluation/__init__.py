@@ -4,6 +4,7 @@
 
 from .database_report import (DatabaseReport, GeometryGroup, RecordEstimate, evaluate_database, group_by_geometry,
                               ptxas_checks, register_summary)
+from .family_scores import family_scores
 from .model_ranking import METRICS, MODELS, by_round, evaluate_models, evaluate_runs, load_measured, load_run
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "evaluate_database",
     "evaluate_models",
     "evaluate_runs",
+    "family_scores",
     "group_by_geometry",
     "load_measured",
     "load_run",

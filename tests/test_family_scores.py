@@ -1,0 +1,73 @@
+"""``ms-pruner analyze`` on a database of both tensor-core rule families: the ranking within each
+family and instruction, their measured/estimated scale, and the order across the two."""
+
+import json
+
+import pytest
+
+from ms_pruner.evaluation import RecordEstimate, family_scores
+from ms_pruner.evaluation.family_scores import cross_family_concordance
+
+
+def _record(instruction, predicted_us, measured_us):
+    measured = measured_us * 1e-6 if measured_us is not None else None
+    return RecordEstimate(predicted_s=predicted_us * 1e-6, measured_s=measured, valid=True, reason="",
+                          instruction=instruction)
+
+
+def test_cross_family_pairs_count_those_ordered_as_measured_and_ties_half():
+    records = [_record("wmma", 100, 300), _record("wmma", 200, 100),
+               _record("m16n8k8", 150, 200), _record("m16n8k16", 150, 200), _record("m16n8k16", 90, None)]
+    # wmma(100, 300) against each mma (150, 200): estimated faster, measured slower; wmma(200, 100):
+    # estimated slower, measured faster. 0 of 4 pairs agree; the unmeasured record makes no pair.
+    assert cross_family_concordance(records) == 0.0
+    tied = [_record("wmma", 150, 300), _record("m16n8k8", 150, 200), _record("m16n8k16", 120, 250)]
+    assert cross_family_concordance(tied) == pytest.approx((0.5 + 1.0) / 2)
+    assert cross_family_concordance([_record("wmma", 1, 2), _record("wmma", 2, 3)]) is None
+    scores = family_scores(records)
+    assert scores["groups"]["mma"]["records"] == 3 and scores["groups"]["mma"]["scored"] == 2
+    assert scores["groups"]["m16n8k16"]["records"] == 2 and scores["groups"]["wmma"]["scored"] == 2
+    assert scores["fastest_measured"] == "wmma" and scores["fastest_estimated"] == "wmma"
+    assert family_scores([RecordEstimate(1e-6, 2e-6, True, "")]) is None  # off tensor cores
+
+
+def test_analyze_scores_each_family_and_their_scale_on_one_database(tensor_intrinsics, tmp_path, capsys):
+    """Records of both families with latencies set to the analyzer's estimates, the mma ones at
+    twice theirs: each family ranks perfectly, their medians show the 2x between them."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.cli import main
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.space import sketch_family, tuning_space
+    from ms_pruner.tuning.driver import normalized_mod
+    from ms_pruner.workloads import parse_workload
+
+    mod = normalized_mod(parse_workload("matmul:1024x1024x1024:float16:float32").prim_func())
+    _, target, generator = tuning_space("all", mod, get_gpu_spec("h100").target())
+    analyzer = StaticAnalyzer.for_target(target)
+    picked = {"wmma": [], "mma": []}
+    for sch in DesignSpace(mod, target, space=generator).sample(24, seed=0):
+        estimate = analyzer.estimate(sch)
+        family = sketch_family(sch.trace)
+        if estimate.valid and len(picked[family]) < 4 and estimate.latency_s not in {t for _, t in picked[family]}:
+            picked[family].append((sch.trace, estimate.latency_s))
+    assert all(len(found) == 4 for found in picked.values())
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    workload = database.commit_workload(mod)
+    args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+    for family, scale in (("wmma", 1.0), ("mma", 2.0)):
+        for trace, latency in picked[family]:
+            database.commit_tuning_record(ms.database.TuningRecord(trace, workload, [latency * scale], target, args))
+    assert main(["analyze", "--db", str(tmp_path), "--json"]) == 0
+    scores = json.loads(capsys.readouterr().out)["families"]
+    for family, scale in (("wmma", 1.0), ("mma", 2.0)):
+        group = scores["groups"][family]
+        assert group["scored"] == 4 and group["measured_over_estimate_median"] == pytest.approx(scale)
+        assert group["spearman"] == pytest.approx(1.0)
+    instructions = [name for name in scores["groups"] if name not in ("wmma", "mma")]
+    assert instructions and set(instructions) <= {"m16n8k8", "m16n8k16"}
+    assert 0.0 <= scores["cross_family_concordance"] <= 1.0
+    assert main(["analyze", "--db", str(tmp_path)]) == 0
+    assert "mma: 4/4 scored" in capsys.readouterr().out
