@@ -302,6 +302,11 @@ def test_summary_says_when_stock_found_its_best_beside_the_speedup():
     report = {"target": "llvm", "trials": 256, "per_iter": 64, "seed": 0,
               "workloads": {SPEC: {"runs": runs, "summary": summary}}}
     assert f"| `{SPEC}` | 440.0 | 420.0 | 450, 330 | 150 | 3.00x |" in markdown_table(report)
+    # A run that recorded which tensor-core instruction its best uses shows it beside its best.
+    with_kind = {"stock": dict(runs["stock"], best_instruction="wmma"), "pruner": dict(runs["pruner"],
+                                                                                        best_instruction="m16n8k16")}
+    kinds = dict(report, workloads={SPEC: {"runs": with_kind, "summary": summarize(with_kind)}})
+    assert f"| `{SPEC}` | 440.0 (wmma) | 420.0 (m16n8k16) | 450, 330 |" in markdown_table(kinds)
 
     # A Pruner run cut by a call's end: its finished rounds already say whether it reached stock's best.
     for points, said in (([(60, 4.5e-4), (110, 4.4e-4)], "it reached stock's final best at 110 s, 4.09x sooner"),
@@ -514,7 +519,7 @@ def test_compare_counts_a_call_cut_before_its_first_round(tmp_path):
     assert main(["compare", "--workload", SPEC, "--target", "llvm", "--trials", "16", "--per-iter", "8",
                  "--strategies", "stock", "--seed", "0", "--out", str(out), "--no-progress"]) == 0
     run = json.loads((out / "compare.json").read_text())["workloads"][SPEC]["runs"]["stock"]
-    assert run["work_dir"] == work_dir and run["calls"] == 2
+    assert run["work_dir"] == work_dir and run["calls"] == 2 and run["best_instruction"] is None  # not a GPU's
     assert [(p["round"], p["call"]) for p in run["curve"]] == [(0, 1), (1, 1)]
     assert "round 0 (call 2)" in (out / "compare.md").read_text()
 

@@ -19,12 +19,12 @@ from ..files import replace_file, replace_json
 from ..search.settings import setting_value
 from ..search.stats import STAGES
 from ..space import resolve_space
+from .check import best_instruction
+from .compare_plot import plot
 from .driver import PRUNER_STRATEGIES, ROUND_LOG, check_search, normalized_mod, tune_tir
 from .instrument import continues_batch
 from .reference import reference_latency
 from .resume import logged_rounds, workload_tag
-
-
 
 
 def _curve(rounds: List[dict]) -> List[dict]:
@@ -66,6 +66,7 @@ def summarize(runs: Dict[str, dict]) -> dict:
         curve = run["curve"]
         summary[name] = {
             "final_best_s": run["best_latency_s"],
+            "best_instruction": run.get("best_instruction"),  # the best's tensor-core instruction (check.py)
             "wall_s": curve[-1]["wall_s"] if curve else 0.0,
             "trials": curve[-1]["trials"] if curve else 0,
             "mean_search_share": sum(p["search_share"] for p in curve) / len(curve) if curve else 0.0,
@@ -206,8 +207,7 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
                 if on_run is not None:
                     on_run(report)
                 raise
-            entry["runs"][strategy] = {"work_dir": work_dir, "best_latency_s": result.best_latency_s,
-                                       "curve": _curve(result.rounds), "calls": calls.pop(strategy)}
+            entry["runs"][strategy] = _finished_run(workload, work_dir, result, calls.pop(strategy))
             del pending[strategy]
             entry.get("partial", {}).pop(strategy, None)
             entry["summary"] = summarize(entry["runs"])
@@ -217,6 +217,13 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
         if entry.get("reference") is None:
             entry["reference"] = reference_latency(workload, choice.is_cuda)
     return report
+
+
+def _finished_run(workload, work_dir: str, result, calls: int) -> dict:
+    """A finished run's entry in compare.json: its best, its curve, the calls it took, and which
+    tensor-core instruction its best uses (check.best_instruction; None off tensor cores)."""
+    return {"work_dir": work_dir, "best_latency_s": result.best_latency_s, "curve": _curve(result.rounds),
+            "calls": calls, "best_instruction": best_instruction(work_dir, normalized_mod(workload.prim_func()))}
 
 
 def _pruner_only(strategy: str, first_round: bool, cost_model: Optional[str], warm_start: Sequence[str],
@@ -337,7 +344,7 @@ def _workload_rows(report: dict) -> List[str]:
     for spec in planned:
         summary = report["workloads"].get(spec, {}).get("summary") or {}
         stock, pruner = summary.get("stock") or {}, summary.get("pruner") or {}
-        best = {name: (_us(run["final_best_s"]) if run else "not run") for name, run in
+        best = {name: (_us(run["final_best_s"]) + _instruction(run) if run else "not run") for name, run in
                 (("stock", stock), ("pruner", pruner))}
         reached = pruner.get("time_to_stock_best_s")
         speedup = pruner.get("search_speedup")
@@ -350,10 +357,15 @@ def _workload_rows(report: dict) -> List[str]:
             f"{_vendor(report['workloads'].get(spec, {}).get('reference'), pruner.get('final_best_s'))} |")
         if "moa" in summary:
             moa = summary["moa"]
-            rows.append(f"| `{spec}` (moa) | | {_us(moa.get('final_best_s'))} | | "
+            rows.append(f"| `{spec}` (moa) | | {_us(moa.get('final_best_s'))}{_instruction(moa)} | | "
                         f"{moa.get('time_to_stock_best_s') or 'not reached'} | {moa.get('search_speedup') or '-'} | "
                         f"{moa.get('mean_search_share', 0):.0%} | |")
     return rows
+
+
+def _instruction(summary: dict) -> str:
+    """`` (m16n8k16)``: which tensor-core instruction a run's best uses, where the run recorded it."""
+    return f" ({summary['best_instruction']})" if summary.get("best_instruction") else ""
 
 
 def _vendor(reference: Optional[dict], pruner_best: Optional[float]) -> str:
@@ -378,36 +390,3 @@ def _round_lines(report: dict) -> List[str]:
                              f"run {point['run_s']:.1f}"
                              f"{' (' + parts + ')' if parts else ''}; best {_us(point['best_latency_s'])} us")
     return lines
-
-
-def plot(report: dict, path: str) -> Optional[str]:
-    try:
-        import matplotlib  # lazy: the optional `plot` extra
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # lazy: (the same)
-    except ImportError:
-        return None
-    specs = [spec for spec, entry in report["workloads"].items() if entry["runs"]]
-    if not specs:
-        return None
-    fig, axes = plt.subplots(len(specs), 2, figsize=(11, 3.6 * len(specs)), squeeze=False)
-    for row, spec in enumerate(specs):
-        entry = report["workloads"][spec]
-        earlier = [(f"{name} (earlier run)", run, "--") for name, runs in entry.get("superseded", {}).items()
-                   for run in runs]
-        for name, run, style in [(name, run, "-") for name, run in entry["runs"].items()] + earlier:
-            curve = [p for p in run["curve"] if p["best_latency_s"]]
-            for ax, key in zip(axes[row], ("wall_s", "trials")):
-                ax.step([p[key] for p in curve], [p["best_latency_s"] * 1e6 for p in curve], style,
-                        where="post", label=name)
-        axes[row][0].set(title=spec, xlabel="wall time (s)", ylabel="best latency (us)")
-        axes[row][1].set(title=spec, xlabel="trials", ylabel="best latency (us)")
-        for ax in axes[row]:
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend()
-            ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
