@@ -632,4 +632,5 @@ def test_a_gpu_tunes_each_rule_family_and_its_best_kernel_computes_the_product(t
                  "--work-dir", work_dir, "--no-progress", "--json"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["best_latency_s"] and result["space"] == space
+    assert result["best_instruction"] in ({"wmma"} if space == "wmma" else {"m16n8k8", "m16n8k16"})
     assert main(["check", "--work-dir", work_dir, "--workload", spec, "--target", "cuda"]) == 0

@@ -159,7 +159,8 @@ def cmd_tune(args) -> int:
     print(
         f"{workload.spec} on {choice.target.kind.name}{'' if result.space == 'none' else ', space ' + result.space}: "
         f"best {result.best_latency_s * 1e6:.2f} us "
-        f"({result.best_tflops:.3f} TFLOP/s), {result.records} records ({result.new_trials} new) "
+        f"({result.best_instruction + ', ' if result.best_instruction else ''}{result.best_tflops:.3f} TFLOP/s), "
+        f"{result.records} records ({result.new_trials} new) "
         f"in {work_dir}"
     )
     return 0

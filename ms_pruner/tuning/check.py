@@ -77,14 +77,6 @@ def check_fastest(work_dir: str, spec: str, target, top: int = 1) -> List[Output
     return checks
 
 
-def best_instruction(work_dir: str, mod) -> Optional[str]:
-    """The tensor-core instruction (``wmma``, ``m16n8k8``, ``m16n8k16``) of ``work_dir``'s fastest
-    valid record of ``mod``: which rule family a run's best came from. None off tensor cores or
-    without a valid record."""
-    fastest = fastest_records(records_for(open_database(work_dir), mod), 1)
-    return tensor_instruction(fastest[0].trace) if fastest else None
-
-
 def compared_runs(out_dir: str) -> List[tuple]:
     """(work dir, workload spec) of every finished run of the comparison under ``out_dir``."""
     path = os.path.join(out_dir, "compare.json")

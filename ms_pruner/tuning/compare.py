@@ -19,7 +19,6 @@ from ..files import replace_file, replace_json
 from ..search.settings import setting_value
 from ..search.stats import STAGES
 from ..space import resolve_space
-from .check import best_instruction
 from .compare_plot import plot
 from .driver import PRUNER_STRATEGIES, ROUND_LOG, check_search, normalized_mod, tune_tir
 from .instrument import continues_batch
@@ -66,7 +65,7 @@ def summarize(runs: Dict[str, dict]) -> dict:
         curve = run["curve"]
         summary[name] = {
             "final_best_s": run["best_latency_s"],
-            "best_instruction": run.get("best_instruction"),  # the best's tensor-core instruction (check.py)
+            "best_instruction": run.get("best_instruction"),  # the best's tensor-core instruction (tune_tir)
             "wall_s": curve[-1]["wall_s"] if curve else 0.0,
             "trials": curve[-1]["trials"] if curve else 0,
             "mean_search_share": sum(p["search_share"] for p in curve) / len(curve) if curve else 0.0,
@@ -207,7 +206,7 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
                 if on_run is not None:
                     on_run(report)
                 raise
-            entry["runs"][strategy] = _finished_run(workload, work_dir, result, calls.pop(strategy))
+            entry["runs"][strategy] = _finished_run(work_dir, result, calls.pop(strategy))
             del pending[strategy]
             entry.get("partial", {}).pop(strategy, None)
             entry["summary"] = summarize(entry["runs"])
@@ -219,11 +218,11 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
     return report
 
 
-def _finished_run(workload, work_dir: str, result, calls: int) -> dict:
+def _finished_run(work_dir: str, result, calls: int) -> dict:
     """A finished run's entry in compare.json: its best, its curve, the calls it took, and which
-    tensor-core instruction its best uses (check.best_instruction; None off tensor cores)."""
+    tensor-core instruction its best uses (None off tensor cores)."""
     return {"work_dir": work_dir, "best_latency_s": result.best_latency_s, "curve": _curve(result.rounds),
-            "calls": calls, "best_instruction": best_instruction(work_dir, normalized_mod(workload.prim_func()))}
+            "calls": calls, "best_instruction": result.best_instruction}
 
 
 def _pruner_only(strategy: str, first_round: bool, cost_model: Optional[str], warm_start: Sequence[str],

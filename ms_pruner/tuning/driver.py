@@ -22,7 +22,7 @@ from ..database.records import best_record, mean_latency, open_database, records
 from ..database.transfer import require_sources, tuned_records
 from ..errors import UserError, require_positive, require_seed
 from ..search import PrunerSearch, pruner_configs
-from ..space import tuning_space
+from ..space import tensor_instruction, tuning_space
 from .fleet import Tracker, make_fleet_runner
 from .instrument import ProgressCallback, RoundClock, TimedBuilder, TimedRunner, batch_seconds
 from .interrupt import graceful_interrupts, stop_unless_time_for
@@ -48,6 +48,7 @@ class TuneResult:
     warmed_on: int = 0  # records the cost model learned before this call's first round (a resumed run)
     space: str = "none"  # the design space searched (ms_pruner.space: wmma, mma, all; none off tensor cores)
     target: str = ""  # the target tuned for, as the records hold it (a space may raise its shared memory)
+    best_instruction: Optional[str] = None  # the best's: wmma, m16n8k8 or m16n8k16; None off tensor cores
 
     @property
     def best_tflops(self) -> Optional[float]:
@@ -257,4 +258,4 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
                       new_trials=len(records) - len(existing),
                       best_latency_s=mean_latency(best) if best is not None else None, flops=workload_flops(workload),
                       wall_s=time.perf_counter() - started, rounds=rounds, warmed_on=warmed_on, space=resolved,
-                      target=str(target))
+                      target=str(target), best_instruction=tensor_instruction(best.trace) if best is not None else None)
