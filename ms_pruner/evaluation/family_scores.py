@@ -72,9 +72,9 @@ def cross_family_concordance(records: Sequence) -> Optional[float]:
 
 
 def family_scores(records: Sequence) -> Optional[dict]:
-    """Per family and per instruction, ``_group_scores``; the cross-family concordance; the family
-    of the fastest measured record and of the record the analyzer estimates fastest. None for a
-    database without tensor-core records (``instruction`` None throughout)."""
+    """Per family and per instruction, ``_group_scores``; the cross-family concordance; the
+    instruction of the fastest measured record and of the measured record the analyzer estimates
+    fastest. None for a database without tensor-core records (``instruction`` None throughout)."""
     groups: Dict[str, List] = {}
     for record in records:
         family = family_of(record.instruction)
