@@ -366,7 +366,7 @@ def test_analyzer_ranks_real_h100_records(capsys, tmp_path, tensor_intrinsics):
     assert report["spearman"] >= 0.8
     assert report["recall_top10_in_top30"] >= 0.7
     assert set(report["records"][0]) == {"predicted_s", "measured_s", "valid", "geometry", "fetch_bytes", "arrangement",
-                                         "instruction"}
+                                         "family", "instruction"}
     families = report["families"]  # one family: scored apart as a whole, no pair across families
     assert list(families["groups"]) == ["wmma"] and families["groups"]["wmma"]["scored"] == 191
     assert families["groups"]["wmma"]["spearman"] == pytest.approx(report["spearman"])

@@ -12,7 +12,7 @@ from ms_pruner.evaluation.family_scores import cross_family_concordance
 def _record(instruction, predicted_us, measured_us):
     measured = measured_us * 1e-6 if measured_us is not None else None
     return RecordEstimate(predicted_s=predicted_us * 1e-6, measured_s=measured, valid=True, reason="",
-                          instruction=instruction)
+                          family="wmma" if instruction == "wmma" else "mma", instruction=instruction)
 
 
 def test_cross_family_pairs_count_those_ordered_as_measured_and_ties_half():

@@ -18,7 +18,7 @@ from ..database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file
 from ..errors import UserError
 from ..hardware import get_gpu_spec
 from ..search.first_round.arrangement import arrangement_name, fragment_arrangement
-from ..space.families import tensor_instruction
+from ..space.families import sketch_family, tensor_instruction
 from .family_scores import family_scores
 
 
@@ -32,6 +32,7 @@ class RecordEstimate:
     fetch_bytes: Optional[List[int]] = None  # per thread and instruction of each operand fetch (features.py)
     registers: Optional[List[RegisterCheck]] = None  # per kernel, against ptxas (evaluate_database(ptxas=True))
     arrangement: Optional[str] = None  # how a warp loops its fragments (search.arrangement), "" for none
+    family: Optional[str] = None  # the tensor-core rule family, wmma or mma (space.sketch_family); None off them
     instruction: Optional[str] = None  # wmma, m16n8k8 or m16n8k16 (space.tensor_instruction); None off tensor cores
 
 
@@ -63,7 +64,7 @@ class DatabaseReport:
 def _record_json(record: RecordEstimate) -> dict:
     row = {"predicted_s": record.predicted_s, "measured_s": record.measured_s, "valid": record.valid,
            "geometry": record.geometry, "fetch_bytes": record.fetch_bytes, "arrangement": record.arrangement,
-           "instruction": record.instruction}
+           "family": record.family, "instruction": record.instruction}
     if record.registers is not None:
         row["registers"] = [check.as_json() for check in record.registers]
     return row
@@ -73,7 +74,8 @@ def record_from_json(row: dict) -> RecordEstimate:
     """A record of ``DatabaseReport.as_json`` read back (its ptxas checks left out)."""
     return RecordEstimate(predicted_s=row["predicted_s"], measured_s=row["measured_s"], valid=row["valid"], reason="",
                           geometry=row.get("geometry"), fetch_bytes=row.get("fetch_bytes"),
-                          arrangement=row.get("arrangement"), instruction=row.get("instruction"))
+                          arrangement=row.get("arrangement"), family=row.get("family"),
+                          instruction=row.get("instruction"))
 
 
 @dataclasses.dataclass
@@ -180,7 +182,7 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: boo
     report.us_per_candidate = spent / max(1, len(records)) * 1e6
     for row, record in zip(report.records, records):
         row.arrangement = arrangement_name(fragment_arrangement(record.trace))
-        row.instruction = tensor_instruction(record.trace)
+        row.family, row.instruction = sketch_family(record.trace), tensor_instruction(record.trace)
     report.families = family_scores(report.records)
     if ptxas:
         for row, checks in zip(report.records, registers):

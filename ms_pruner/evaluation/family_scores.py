@@ -16,17 +16,7 @@ import statistics
 from typing import Dict, List, Optional, Sequence
 
 from ..analysis.metrics import recall_at_top, spearman
-
-MMA_INSTRUCTIONS = ("m16n8k8", "m16n8k16")
-FAMILIES = ("wmma", "mma")
-GROUP_ORDER = FAMILIES + MMA_INSTRUCTIONS
-
-
-def family_of(instruction: Optional[str]) -> Optional[str]:
-    """``wmma`` or ``mma`` for a tensor-core instruction (``space.tensor_instruction``), else None."""
-    if instruction in MMA_INSTRUCTIONS:
-        return "mma"
-    return instruction if instruction in FAMILIES else None
+from ..space.families import FAMILIES
 
 
 def _scored(records: Sequence) -> List:
@@ -53,15 +43,23 @@ def _group_scores(records: Sequence) -> dict:
     }
 
 
+def _grouped(records: Sequence) -> Dict[str, List]:
+    """Tensor-core records by rule family (``family``) and mma records by instruction too."""
+    groups: Dict[str, List] = {}
+    for record in records:
+        if record.family is None:
+            continue
+        groups.setdefault(record.family, []).append(record)
+        if record.instruction != record.family:
+            groups.setdefault(record.instruction, []).append(record)
+    return groups
+
+
 def cross_family_concordance(records: Sequence) -> Optional[float]:
     """Of the pairs with one scored record of each family, the share the analyzer orders as they
     measured (a tie on either side counts half); None without such a pair."""
-    by_family: Dict[str, List] = {family: [] for family in FAMILIES}
-    for record in _scored(records):
-        family = family_of(record.instruction)
-        if family is not None:
-            by_family[family].append(record)
-    pairs = list(itertools.product(by_family["wmma"], by_family["mma"]))
+    groups = _grouped(_scored(records))
+    pairs = list(itertools.product(groups.get("wmma", []), groups.get("mma", [])))
     if not pairs:
         return None
     agree = 0.0
@@ -72,24 +70,18 @@ def cross_family_concordance(records: Sequence) -> Optional[float]:
 
 
 def family_scores(records: Sequence) -> Optional[dict]:
-    """Per family and per instruction, ``_group_scores``; the cross-family concordance; the
+    """Per family and per mma instruction, ``_group_scores``; the cross-family concordance; the
     instruction of the fastest measured record and of the measured record the analyzer estimates
-    fastest. None for a database without tensor-core records (``instruction`` None throughout)."""
-    groups: Dict[str, List] = {}
-    for record in records:
-        family = family_of(record.instruction)
-        if family is None:
-            continue
-        groups.setdefault(family, []).append(record)
-        if record.instruction != family:
-            groups.setdefault(record.instruction, []).append(record)
+    fastest. None for a database without tensor-core records (``family`` None throughout)."""
+    groups = _grouped(records)
     if not groups:
         return None
     scored = _scored(records)
     fastest = min(scored, key=lambda r: r.measured_s) if scored else None
     top_estimate = min(scored, key=lambda r: r.predicted_s) if scored else None
+    order = [f for f in FAMILIES if f in groups] + sorted(set(groups) - set(FAMILIES), key=lambda n: (len(n), n))
     return {
-        "groups": {name: _group_scores(groups[name]) for name in GROUP_ORDER if name in groups},
+        "groups": {name: _group_scores(groups[name]) for name in order},
         "cross_family_concordance": cross_family_concordance(records),
         "fastest_measured": fastest.instruction if fastest else None,
         "fastest_estimated": top_estimate.instruction if top_estimate else None,
