@@ -27,6 +27,13 @@ def project_results_dir() -> str:
     return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "results")
 
 
+def unpack_runs(archive_path: str, dest: str) -> None:
+    """A GPU folder's ``work.tgz`` (``work/<workload>/<run>/``: the work dirs of its compare runs)
+    unpacked under ``dest``."""
+    with tarfile.open(archive_path) as archive:
+        archive.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+
+
 def unpack_committed_runs(dest: str) -> list:
     """Every measured run committed under docs/results (each GPU folder's ``work.tgz``, the work
     dirs of its compare runs), unpacked under ``dest/<gpu>``: the database folders, sorted."""
@@ -34,8 +41,7 @@ def unpack_committed_runs(dest: str) -> list:
     for archive_path in sorted(glob.glob(os.path.join(project_results_dir(), "*", "work.tgz"))):
         gpu = os.path.basename(os.path.dirname(archive_path))
         target = os.path.join(dest, gpu)
-        with tarfile.open(archive_path) as archive:
-            archive.extractall(target, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        unpack_runs(archive_path, target)
         found = glob.glob(os.path.join(target, "**", "database_tuning_record.json"), recursive=True)
         runs.extend(os.path.dirname(path) for path in found)
     return sorted(runs)

@@ -26,26 +26,39 @@ def needs_h100_data(test):
 
 
 H100_RUNS = os.path.join(REPO_ROOT, "docs", "results", "h100", "work.tgz")
+H200_RUNS = os.path.join(REPO_ROOT, "docs", "results", "h200", "work.tgz")
+
+
+def _unpacked_runs(tmp_path_factory, archive_path: str):
+    """The work dirs of a committed GPU session's ``work.tgz``, unpacked once: ``runs(workload,
+    strategy)`` is that run's work dir, the earliest one where a later session made the run again
+    (its work dir's name ends in its start time)."""
+    import glob
+
+    from ms_pruner.shared_data import unpack_runs
+
+    root = tmp_path_factory.mktemp("runs")
+    unpack_runs(archive_path, str(root))
+
+    def run_dir(workload: str, strategy: str) -> str:
+        found = sorted(glob.glob(os.path.join(root, "work", workload, f"{strategy}-*")))
+        assert found, f"no {strategy} run of {workload} in {archive_path}"
+        return found[0]
+
+    return run_dir
 
 
 @pytest.fixture(scope="session")
 def h100_runs(tmp_path_factory):
-    """The databases of this project's own H100 runs (docs/results/h100/work.tgz), unpacked once:
-    ``runs("conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32", "stock")`` is that run's work dir, the
-    earliest one where a later session made the run again (its work dir's name ends in its start time)."""
-    import glob
-    import tarfile
+    """The databases of this project's own H100 runs (docs/results/h100/work.tgz):
+    ``runs("conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32", "stock")`` (``_unpacked_runs``)."""
+    return _unpacked_runs(tmp_path_factory, H100_RUNS)
 
-    root = tmp_path_factory.mktemp("h100_runs")
-    with tarfile.open(H100_RUNS) as archive:
-        archive.extractall(root, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
 
-    def run_dir(workload: str, strategy: str) -> str:
-        found = sorted(glob.glob(os.path.join(root, "work", workload, f"{strategy}-*")))
-        assert found, f"no {strategy} run of {workload} in {H100_RUNS}"
-        return found[0]
-
-    return run_dir
+@pytest.fixture(scope="session")
+def h200_runs(tmp_path_factory):
+    """The databases of the H200 runs on the `all` space (docs/results/h200/work.tgz), as ``h100_runs``."""
+    return _unpacked_runs(tmp_path_factory, H200_RUNS)
 
 
 @pytest.fixture(scope="session")

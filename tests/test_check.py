@@ -34,23 +34,16 @@ def test_check_runs_the_best_kernel_and_holds_it_against_the_exact_result_and_to
 
 
 @pytest.mark.slow
-def test_a_runs_best_instruction_skips_failed_records(tmp_path, tensor_intrinsics):
+def test_a_runs_best_instruction_skips_failed_records(h200_runs, tensor_intrinsics):
     """compare.md names the instruction of each run's best, as tune_tir reads it: the fastest valid
     record's (``best_record``). The H200 stock run on the `all` space holds 27 m16n8k8 records that
     failed to build: its best is a WMMA kernel."""
-    import os
-    import tarfile
-
     from ms_pruner.database.records import best_record, is_valid, open_database, records_for
     from ms_pruner.space import tensor_instruction
     from ms_pruner.tuning.driver import normalized_mod
     from ms_pruner.workloads import parse_workload
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    with tarfile.open(os.path.join(here, "..", "docs", "results", "h200", "work.tgz")) as archive:
-        archive.extractall(tmp_path, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-    runs = os.path.join(tmp_path, "work", "matmul_4096x4096x4096_float16_float32")
-    stock = os.path.join(runs, next(d for d in sorted(os.listdir(runs)) if d.startswith("stock-")))
+    stock = h200_runs("matmul_4096x4096x4096_float16_float32", "stock")
     records = records_for(open_database(stock), normalized_mod(
         parse_workload("matmul:4096x4096x4096:float16:float32").prim_func()))
     failed = [r for r in records if not is_valid(r)]
