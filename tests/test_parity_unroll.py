@@ -102,3 +102,26 @@ def test_unrolling_keeps_parity_indexed_fragments_in_registers_as_the_analyzer_p
     assert on_ptxas.stack_bytes == 0 and not on_ptxas.spills
     assert abs(on.regs_per_thread - on_ptxas.registers) <= 8
     assert on_ptxas.registers > off_ptxas.registers
+
+
+@needs_nvcc
+def test_the_builder_ships_the_trial_compile_of_an_unrolled_source_which_is_tvms_own(tensor_intrinsics,
+                                                                                   monkeypatch):
+    """The unroll's trial compile is not repeated by code generation's compile of the same source,
+    and its cubin is the one TVM's nvcc compile gives that source (the command is TVM's)."""
+    from tvm.support import nvcc
+
+    from ms_pruner.builder import compile_with_nvcc, cuda_sources
+    from ms_pruner.builder.ptxas import recent_cubin
+
+    monkeypatch.setenv(PARITY_UNROLL_ENV, "1")
+    sch, target = _runtime_indexed_candidate()
+    source = cuda_sources(sch.mod, target, use_nvcc=False)[0]
+    assert PRAGMA in source
+    trial = recent_cubin(source, str(target.attrs["arch"]))
+    assert trial is not None
+    with target:
+        assert compile_with_nvcc(source) is trial
+        assert bytes(nvcc.compile_cuda(source, target_format="cubin", compiler="nvcc")) == trial
+    monkeypatch.setenv("TVM_KERNEL_DEBUG", "1")
+    assert recent_cubin(source, str(target.attrs["arch"])) is None
