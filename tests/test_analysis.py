@@ -366,7 +366,10 @@ def test_analyzer_ranks_real_h100_records(capsys, tmp_path, tensor_intrinsics):
     assert report["spearman"] >= 0.8
     assert report["recall_top10_in_top30"] >= 0.7
     assert set(report["records"][0]) == {"predicted_s", "measured_s", "valid", "geometry", "fetch_bytes", "arrangement",
-                                         "family", "instruction"}
+                                         "family", "instruction", "shared_bytes"}
+    # Tuned for the tag's 48 KB a block: no record needs the launch's opt-in.
+    assert report["shared_memory"]["over_default"] == 0 and report["shared_memory"]["records"] == 191
+    assert report["shared_memory"]["largest_measured_bytes"] is None
     families = report["families"]  # one family: scored apart as a whole, no pair across families
     assert list(families["groups"]) == ["wmma"] and families["groups"]["wmma"]["scored"] == 191
     assert families["groups"]["wmma"]["spearman"] == pytest.approx(report["spearman"])

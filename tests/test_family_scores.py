@@ -71,3 +71,37 @@ def test_analyze_scores_each_family_and_their_scale_on_one_database(tensor_intri
     assert 0.0 <= scores["cross_family_concordance"] <= 1.0
     assert main(["analyze", "--db", str(tmp_path)]) == 0
     assert "mma: 4/4 scored" in capsys.readouterr().out
+
+
+def test_shared_memory_summary_counts_the_records_beyond_the_launch_default():
+    from ms_pruner.evaluation.database_report import format_shared_memory, shared_memory_summary
+
+    def sized(shared_kb, measured_us):
+        record = _record("wmma", 100, measured_us)
+        record.shared_bytes = shared_kb * 1024
+        return record
+
+    records = [sized(32, 300), sized(48, 250), sized(64, 200), sized(200, None), sized(96, 400)]
+    summary = shared_memory_summary(records, 48 * 1024)
+    assert summary["over_default"] == 3 and summary["over_default_measured"] == 2
+    assert summary["largest_measured_bytes"] == 96 * 1024  # the 200 KB one did not run
+    assert summary["best_over_default_us"] == pytest.approx(200) and summary["best_within_default_us"] == pytest.approx(250)
+    assert summary["fastest_shared_bytes"] == 64 * 1024
+    assert "3/5 records, 2 ran (up to 96.0 KB)" in format_shared_memory(summary)
+    assert shared_memory_summary([RecordEstimate(1e-6, 2e-6, True, "")], 48 * 1024) is None  # a CPU database
+
+
+@pytest.mark.slow
+def test_the_h200_runs_on_all_ran_kernels_opted_in_beyond_48_kb(h200_runs, tensor_intrinsics, capsys):
+    """TVM's CUDA runtime raises a kernel's dynamic shared memory limit before its launch: on the
+    H200 (2026-11-27, --space all) every Pruner record over 48 KB a block ran, its best among them."""
+    from ms_pruner.cli import main
+
+    assert main(["analyze", "--db", h200_runs("matmul_4096x4096x4096_float16_float32", "pruner"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    summary = report["shared_memory"]
+    assert summary["over_default"] == summary["over_default_measured"] == 151
+    assert summary["largest_measured_bytes"] == 200 * 1024
+    assert summary["best_over_default_us"] < summary["best_within_default_us"]
+    assert summary["fastest_shared_bytes"] > 48 * 1024
+    assert sum(r["shared_bytes"] > 48 * 1024 for r in report["records"]) == 151

@@ -8,6 +8,7 @@ import sys
 from ..cost_model.offline import train_offline
 from ..errors import UserError
 from ..evaluation import evaluate_database
+from ..evaluation.database_report import format_shared_memory
 from ..evaluation.family_scores import format_family_scores
 from ..evaluation.geometry_table import geometry_table, load_estimates
 from ..evaluation.model_ranking import by_round, by_round_table, evaluate_runs, markdown_table
@@ -94,6 +95,8 @@ def cmd_analyze(args) -> int:
               f"same blocks per SM {r['same_blocks_per_sm']}; median register error {r['regs_error_median']}")
     if report.families is not None:
         print("\n".join(format_family_scores(report.families)))
+    if report.shared_memory is not None:
+        print(format_shared_memory(report.shared_memory))
     return 0
 
 

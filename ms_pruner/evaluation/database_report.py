@@ -16,7 +16,7 @@ from ..analysis.registers import RegisterCheck, check_registers, summarize_regis
 from ..builder.resources import candidate_resources
 from ..database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order, replay_record
 from ..errors import UserError
-from ..hardware import get_gpu_spec
+from ..hardware import GPUSpec, get_gpu_spec
 from ..search.first_round.arrangement import arrangement_name, fragment_arrangement
 from ..space.families import sketch_family, tensor_instruction
 from .family_scores import family_scores
@@ -34,6 +34,7 @@ class RecordEstimate:
     arrangement: Optional[str] = None  # how a warp loops its fragments (search.arrangement), "" for none
     family: Optional[str] = None  # the tensor-core rule family, wmma or mma (space.sketch_family); None off them
     instruction: Optional[str] = None  # wmma, m16n8k8 or m16n8k16 (space.tensor_instruction); None off tensor cores
+    shared_bytes: Optional[int] = None  # the analyzer's shared memory a block (its largest kernel's); None on a CPU
 
 
 @dataclasses.dataclass
@@ -45,6 +46,7 @@ class DatabaseReport:
     records: List[RecordEstimate]
     registers: Optional[dict] = None  # summarize_register_checks over the records, with ptxas
     families: Optional[dict] = None  # family_scores: the ranking per rule family and across them
+    shared_memory: Optional[dict] = None  # shared_memory_summary: the records beyond the launch default
 
     def as_json(self) -> dict:
         report = {
@@ -58,13 +60,15 @@ class DatabaseReport:
             report["registers"] = self.registers
         if self.families is not None:
             report["families"] = self.families
+        if self.shared_memory is not None:
+            report["shared_memory"] = self.shared_memory
         return report
 
 
 def _record_json(record: RecordEstimate) -> dict:
     row = {"predicted_s": record.predicted_s, "measured_s": record.measured_s, "valid": record.valid,
            "geometry": record.geometry, "fetch_bytes": record.fetch_bytes, "arrangement": record.arrangement,
-           "family": record.family, "instruction": record.instruction}
+           "family": record.family, "instruction": record.instruction, "shared_bytes": record.shared_bytes}
     if record.registers is not None:
         row["registers"] = [check.as_json() for check in record.registers]
     return row
@@ -75,7 +79,7 @@ def record_from_json(row: dict) -> RecordEstimate:
     return RecordEstimate(predicted_s=row["predicted_s"], measured_s=row["measured_s"], valid=row["valid"], reason="",
                           geometry=row.get("geometry"), fetch_bytes=row.get("fetch_bytes"),
                           arrangement=row.get("arrangement"), family=row.get("family"),
-                          instruction=row.get("instruction"))
+                          instruction=row.get("instruction"), shared_bytes=row.get("shared_bytes"))
 
 
 @dataclasses.dataclass
@@ -133,7 +137,8 @@ def score_estimates(estimates: List[Estimate], measured: List[Optional[float]]) 
         predicted = est.latency_s if est.valid and math.isfinite(est.latency_s) else None
         records.append(RecordEstimate(predicted_s=predicted, measured_s=meas, valid=est.valid, reason=est.reason,
                                       geometry=geometry_name(kernel_geometry(est.features)),
-                                      fetch_bytes=list(operand_fetch_bytes(est.features)) if est.features else None))
+                                      fetch_bytes=list(operand_fetch_bytes(est.features)) if est.features else None,
+                                      shared_bytes=_shared_bytes(est)))
         if predicted is not None and meas is not None:
             pairs.append((predicted, meas))
     pred = [p for p, _ in pairs]
@@ -145,6 +150,47 @@ def score_estimates(estimates: List[Estimate], measured: List[Optional[float]]) 
         us_per_candidate=0.0,
         records=records,
     )
+
+
+def _shared_bytes(estimate: Estimate) -> Optional[int]:
+    sizes = [int(f.smem_per_block) for f in estimate.features if hasattr(f, "smem_per_block")]
+    return max(sizes) if sizes else None
+
+
+def shared_memory_summary(records: Sequence[RecordEstimate], default_bytes: int) -> Optional[dict]:
+    """The records whose kernels use more shared memory a block than a launch gets by default
+    (``GPUSpec.smem_per_block_default_bytes``, 48 KB): TVM's CUDA runtime opts each such kernel in
+    (``cuFuncSetAttribute``) before it launches, so the ones that ran show the opt-in working, and
+    where the fastest lies says whether the best kernel needs it. None without GPU records."""
+    sized = [r for r in records if r.shared_bytes is not None]
+    if not sized:
+        return None
+    over = [r for r in sized if r.shared_bytes > default_bytes]
+    ran = [r for r in over if r.measured_s is not None]
+    within = [r for r in sized if r.shared_bytes <= default_bytes and r.measured_s is not None]
+    fastest = min(ran + within, key=lambda r: r.measured_s, default=None)
+    return {
+        "default_bytes": default_bytes,
+        "records": len(sized),
+        "over_default": len(over),
+        "over_default_measured": len(ran),
+        "largest_measured_bytes": max((r.shared_bytes for r in ran), default=None),
+        "best_over_default_us": min(r.measured_s for r in ran) * 1e6 if ran else None,
+        "best_within_default_us": min(r.measured_s for r in within) * 1e6 if within else None,
+        "fastest_shared_bytes": fastest.shared_bytes if fastest else None,
+    }
+
+
+def format_shared_memory(summary: dict) -> str:
+    """``shared_memory_summary`` as the line ``ms-pruner analyze`` prints."""
+    kb = 1024
+    best = {key: f"{summary[key]:.1f} us" if summary[key] is not None else "-"
+            for key in ("best_over_default_us", "best_within_default_us")}
+    largest = summary["largest_measured_bytes"]
+    return (f"shared memory a block over the default {summary['default_bytes'] // kb} KB (opted in at launch): "
+            f"{summary['over_default']}/{summary['records']} records, {summary['over_default_measured']} ran"
+            + (f" (up to {largest / kb:.1f} KB)" if largest else "")
+            + f", best {best['best_over_default_us']}; within it best {best['best_within_default_us']}")
 
 
 def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: bool = False) -> DatabaseReport:
@@ -184,6 +230,9 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: boo
         row.arrangement = arrangement_name(fragment_arrangement(record.trace))
         row.family, row.instruction = sketch_family(record.trace), tensor_instruction(record.trace)
     report.families = family_scores(report.records)
+    gpus = [a.hardware for a in analyzers.values() if isinstance(a.hardware, GPUSpec)]
+    if gpus:
+        report.shared_memory = shared_memory_summary(report.records, gpus[0].smem_per_block_default_bytes)
     if ptxas:
         for row, checks in zip(report.records, registers):
             row.registers = checks
