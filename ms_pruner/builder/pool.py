@@ -19,6 +19,7 @@ clock (tuning/driver.py).
 from __future__ import annotations
 
 import os
+import time
 from typing import Callable, Dict, List, Optional, Union
 
 from tvm.ir.utils import derived_object
@@ -27,12 +28,19 @@ from tvm.s_tir.meta_schedule.builder.local_builder import _serialize_params, _wo
 from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
 
 USES_PER_WORKER = 64
+PID_HOLD_S = 0.25
 
 
 def _set_worker_environment(environment: Dict[str, str]) -> None:
     """Each worker's initializer: the builder's own settings, whatever the parent's environment
     holds when a worker is (re)started."""
     os.environ.update(environment)
+
+
+def _held_pid(seconds: float) -> int:
+    """This worker's process id, after ``seconds``."""
+    time.sleep(seconds)
+    return os.getpid()
 
 
 def _worker_ready() -> bool:
@@ -77,10 +85,11 @@ class KeptPoolBuilder(PyBuilder):
             future.result()
 
     def worker_pids(self) -> List[int]:
-        """The worker processes' ids, one task each (as ``start_workers`` reaches them); each task
-        counts as one of its worker's uses."""
+        """The worker processes' ids, one task each; each task counts as one of its worker's uses.
+        A task that ended before the next was submitted would leave its thread idle for that one,
+        so each holds ``PID_HOLD_S`` (a thread's worker answers at once once started)."""
         pool = self._executor()
-        futures = [pool.submit(os.getpid) for _ in range(self.max_workers)]
+        futures = [pool.submit(_held_pid, PID_HOLD_S) for _ in range(self.max_workers)]
         return sorted(future.result() for future in futures)
 
     @property
