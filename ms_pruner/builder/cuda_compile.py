@@ -23,12 +23,11 @@ from __future__ import annotations
 import contextlib
 import os
 
-import tvm
 import tvm_ffi
 from tvm.support import nvcc
 
 from .cuda_source_fix import register_cuda_source_fix
-from .ptxas import recent_cubin
+from .ptxas import recent_cubin, sm_arch
 
 COMPILE_MODE_ENV = "TVM_CUDA_COMPILE_MODE"
 CALLBACK_NAME = "tvm_callback_cuda_compile"
@@ -42,9 +41,8 @@ def cuda_runtime_loaded() -> bool:
 def compile_with_nvcc(source: str, *_unused) -> bytes:
     """CUDA source to a cubin with nvcc (TVM's flags) for the current target's arch, else GPU 0's;
     a source this process has just compiled for that arch (the parity unroll's trial) is not compiled again."""
-    target = tvm.target.Target.current(allow_none=True)
-    arch = str(target.attrs.get("arch", "")) if target is not None else ""
-    cubin = recent_cubin(source, arch) if arch.startswith("sm_") else None
+    arch = sm_arch()
+    cubin = recent_cubin(source, arch) if arch else None
     return cubin if cubin is not None else bytes(nvcc.compile_cuda(source, target_format="cubin", compiler="nvcc"))
 
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-import tvm
 import tvm_ffi
 
 from .parity_unroll import unrolled_where_registers_hold
+from .ptxas import sm_arch
 
 CALLBACK_NAME = "tvm_callback_cuda_postproc"
 # call -> (helper, vector type, lane type, pair type, pair constructor)
@@ -90,9 +90,8 @@ def fix_eight_lane_vectors(source: str) -> str:
 def _postproc(source, target=None):
     """The eight-lane fix, then parity loops unrolled where their registers hold (parity_unroll.py)."""
     fixed = fix_eight_lane_vectors(str(source))
-    target = target or tvm.target.Target.current(allow_none=True)
-    arch = str(target.attrs.get("arch", "")) if target is not None else ""
-    return unrolled_where_registers_hold(fixed, arch) if arch.startswith("sm_") else fixed
+    arch = sm_arch(target)
+    return unrolled_where_registers_hold(fixed, arch) if arch else fixed
 
 
 def register_cuda_source_fix() -> None:

@@ -19,6 +19,7 @@ import tempfile
 import threading
 from typing import List, Optional, Tuple
 
+import tvm
 from tvm.support import nvcc
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
@@ -82,6 +83,13 @@ def parse_ptxas_report(text: str) -> List[KernelResources]:
     if name is not None:
         raise ValueError(f"ptxas report for '{name}' has no register count")
     return kernels
+
+
+def sm_arch(target=None) -> str:
+    """``target``'s arch (``Target.current()``'s without one) where it names an SM (``sm_90a``), else ""."""
+    target = target or tvm.target.Target.current(allow_none=True)
+    arch = str(target.attrs.get("arch", "")) if target is not None else ""
+    return arch if arch.startswith("sm_") else ""
 
 
 def _nvcc_command(arch: str, source_path: str, output_path: str) -> List[str]:
