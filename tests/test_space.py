@@ -521,3 +521,45 @@ def test_each_rule_family_climbs_from_its_own_best_geometries(tensor_intrinsics)
     assert climbed(None) == {instruction(best)}
     assert climbed(family) == {"wmma", instruction(best_mma)}
     assert climbed(instruction) == {"wmma", "m16n8k8", "m16n8k16"}
+
+
+def _tiled(space, instruction, depth, tiles):
+    """The ``instruction`` sketch of ``depth`` stages replayed with ``tiles`` as its tile decisions (i,
+    j, k in trace order), its other decisions kept; None where a postprocessor rejects it."""
+    from ms_pruner.search.droplet import TILE_SAMPLES
+    from ms_pruner.space import pipeline_depth, tensor_instruction
+
+    sketch = next(s for s in space.sketches if tensor_instruction(s) == instruction and pipeline_depth(s) == depth)
+    decisions = iter(tiles)
+
+    def provide(inst, inputs, attrs, decision):
+        return next(decisions) if inst.kind.name in TILE_SAMPLES else decision
+
+    return space.replay(sketch, seed=1, decision_provider=provide)
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_the_mma_space_holds_cutlass_ampere_gemm_tiling_and_builds_it_as_cutlass_does(tensor_intrinsics):
+    """CUTLASS's default Ampere fp16 GEMM tile (128x128 a block, four warps of 64x64, k 32, three
+    stages, m16n8k16) is a candidate of the H100 mma space: it passes the space's checks, the analyzer
+    predicts its shared memory to the byte and no spill, and it ranks it above the same block split
+    into eight warps of 32x64 (more shared-memory reads an MMA). Built, it runs as CUTLASS's kernel
+    does: every register in the file but no local memory, and a warp's k-step issues 8 ldmatrix.x4 for
+    its 32 m16n8k16 MMAs. i tiles count 16 rows, j tiles 8 columns, k tiles 16."""
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.evaluation.space_report import build_report, describe
+
+    _, target, space = _space(GEMM, "mma")
+    analyzer = StaticAnalyzer.for_target(target)
+    four_warps = _tiled(space, "m16n8k16", 3, [[32, 1, 2, 4, 1], [1, 32, 2, 8, 1], [128, 2, 1]])
+    eight_warps = _tiled(space, "m16n8k16", 3, [[32, 1, 4, 2, 1], [1, 32, 2, 8, 1], [128, 2, 1]])
+    assert four_warps is not None and eight_warps is not None
+    predicted = describe(four_warps, analyzer)
+    assert predicted["analyzer_shared_bytes"] == 3 * (128 + 128) * 32 * 2 and not predicted["analyzer_spills"]
+    assert predicted["analyzer_latency_us"] < describe(eight_warps, analyzer)["analyzer_latency_us"]
+    built = build_report(four_warps, target)
+    assert built["status"] == "built" and built["shared_bytes"] == predicted["analyzer_shared_bytes"], built
+    assert built["spill_bytes"] == built["stack_bytes"] == 0 and built["registers"] >= 240, built
+    assert built["hmma_shapes"] == {"16816": built["sass"]["HMMA"]} and built["sass"]["HMMA"] == 4 * built["sass"]["LDSM"]
+    assert built["sass"]["LDGSTS"] > 0 and built["sass"]["LDG"] == 0
