@@ -16,6 +16,13 @@ tile as one block of 16 values, ordered so that the four A registers and two B r
 m16n8k16 instruction are contiguous (the PTX ISA's fragment layouts: A a0-a3 = rows 0-7/8-15 of
 k 0-7, then of k 8-15; B b0-b1 = k 0-7, k 8-15 of one 8-column slice). ``tests/test_space.py``
 plays these loads and the instruction on every lane against a matrix product.
+
+A GEMM whose B is stored n-major with k contiguous (``dense``, ``matmul_nt``: the weights of a linear
+layer) has its own B load and computes (``_trans``): the rule lays the shared B tile out as the
+compute's B is indexed, so with the plain ones it copies B transposed, 8 elements a row apart, which
+is no cp.async (and which VerifyGPUCode rejects for most tilings). The ``_trans`` load keeps the tile
+as global memory holds it (32 n rows of 16 k) and fills the same registers with untransposed
+``ldmatrix``: the B fragment of mma.sync is k-major, which is what an n-major tile read row by row gives.
 """
 
 from __future__ import annotations
@@ -31,15 +38,17 @@ VALUES_PER_TILE = TILE * K // WARP  # fp16 values a thread holds of one 32x16 (o
 A_SCOPE, B_SCOPE, C_SCOPE = "m16n8k8.matrixA", "m16n8k8.matrixB", "m16n8k8.matrixC"
 LOAD_A = "mma_load_m16n8k16_f16_A_shared_dyn"
 LOAD_B = "mma_load_m16n8k16_f16_B_shared_dyn"
+LOAD_B_TRANS = "mma_load_m16n8k16_f16_B_trans_shared_dyn"
 ACCUMULATORS = {"f16": "float16", "f32": "float32"}
 _LOCK = threading.Lock()
 
 
-def compute_name(acc: str) -> str:
-    return f"mma_sync_m16n8k16_f16f16{acc}"
+def compute_name(acc: str, trans_b: bool = False) -> str:
+    return f"mma_sync_m16n8k16_f16f16{acc}" + ("_trans" if trans_b else "")
 
 
-INTRINSIC_NAMES = (LOAD_A, LOAD_B, *(compute_name(acc) for acc in ACCUMULATORS))
+INTRINSIC_NAMES = (LOAD_A, LOAD_B, LOAD_B_TRANS,
+                   *(compute_name(acc, trans) for acc in ACCUMULATORS for trans in (False, True)))
 
 
 def a_register(i, j, stride):
@@ -55,6 +64,13 @@ def b_register(i, j, stride):
     return ((i // K) * (stride // TILE) + j // TILE) * VALUES_PER_TILE + (j % TILE) // 8 * 4
 
 
+def b_trans_register(i, j, stride):
+    """First register value of the B fragment whose 8 n rows start at ``i`` and k columns at ``j`` of
+    an n-major buffer: 32x16 tiles row-major, 16 values each, 4 for each 8-row slice (the registers
+    ``b_register`` gives the same slice of a k-major buffer)."""
+    return ((i // TILE) * (stride // K) + j // K) * VALUES_PER_TILE + (i % TILE) // 8 * 4
+
+
 def a_lane_address(lane, half, row_stride):
     """Shared-memory offset lane ``lane`` gives ``ldmatrix.x4`` for half ``half`` of a 32x16 A tile:
     matrices (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15)."""
@@ -67,11 +83,21 @@ def b_lane_address(lane, half, row_stride):
     return (lane % 16) * row_stride + 16 * half + (lane // 16) * 8
 
 
-def _load(is_b: bool):
-    rows, cols = (K, TILE) if is_b else (TILE, K)
-    scope = B_SCOPE if is_b else A_SCOPE
-    register = b_register if is_b else a_register
-    address = b_lane_address if is_b else a_lane_address
+def b_trans_lane_address(lane, half, row_stride):
+    """Offset lane ``lane`` gives the untransposed ``ldmatrix.x4`` for half ``half`` of a 32x16
+    n-major B tile: matrices (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)."""
+    return (16 * half + 8 * (lane // 16) + lane % 8) * row_stride + (lane // 8) % 2 * 8
+
+
+_LOADS = {  # operand -> (tile rows, tile columns, fragment scope, register, lane address, transposed)
+    "A": (TILE, K, A_SCOPE, a_register, a_lane_address, False),
+    "B": (K, TILE, B_SCOPE, b_register, b_lane_address, True),
+    "B_trans": (TILE, K, B_SCOPE, b_trans_register, b_trans_lane_address, False),
+}
+
+
+def _load(operand: str):
+    rows, cols, scope, register, address, transposed = _LOADS[operand]
 
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, c: T.handle) -> None:
@@ -98,17 +124,22 @@ def _load(is_b: bool):
             T.reads(src[0:rows, 0:cols])
             T.writes(dst[0:rows, 0:cols])
             for tx in T.thread_binding(0, WARP, "threadIdx.x"):
-                T.evaluate(T.ptx_legacy.ldmatrix(is_b, 4, ".b16", dst.data, register(dst.elem_offset // d0, dst.elem_offset % d0, d0),
+                T.evaluate(T.ptx_legacy.ldmatrix(transposed, 4, ".b16", dst.data, register(dst.elem_offset // d0, dst.elem_offset % d0, d0),
                                                  src.access_ptr("r"), address(tx, 0, s0), dtype="float16"))
-                T.evaluate(T.ptx_legacy.ldmatrix(is_b, 4, ".b16", dst.data, register(dst.elem_offset // d0, dst.elem_offset % d0, d0) + 8,
+                T.evaluate(T.ptx_legacy.ldmatrix(transposed, 4, ".b16", dst.data, register(dst.elem_offset // d0, dst.elem_offset % d0, d0) + 8,
                                                  src.access_ptr("r"), address(tx, 1, s0), dtype="float16"))
 
     return desc, impl
 
 
-def _compute(out_dtype: str):
+def _compute(out_dtype: str, trans_b: bool):
     # The accumulator is TVM's m16n8k8 fragment (an m16n8k16 one is the same), at TVM's register index.
     from tvm.s_tir.tensor_intrin.cuda import get_index_C  # lazy: ~23 s unless register_tensor_intrinsics imported it
+
+    b_shape, b_register_of = ((8, K), b_trans_register) if trans_b else ((K, 8), b_register)
+
+    def b_value(B, vj, vk):
+        return widened(B[vj, vk] if trans_b else B[vk, vj])
 
     def widened(value):
         return value if out_dtype == "float16" else T.Cast(out_dtype, value)
@@ -116,15 +147,15 @@ def _compute(out_dtype: str):
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
         A = T.match_buffer(a, (16, K), "float16", align=64, offset_factor=1, scope=A_SCOPE)
-        B = T.match_buffer(b, (K, 8), "float16", align=64, offset_factor=1, scope=B_SCOPE)
+        B = T.match_buffer(b, b_shape, "float16", align=64, offset_factor=1, scope=B_SCOPE)
         C = T.match_buffer(c, (16, 8), out_dtype, align=64, offset_factor=1, scope=C_SCOPE)
         with T.sblock("root"):
-            T.reads(C[0:16, 0:8], A[0:16, 0:K], B[0:K, 0:8])
+            T.reads(C[0:16, 0:8], A[0:16, 0:K], B[0:b_shape[0], 0:b_shape[1]])
             T.writes(C[0:16, 0:8])
             for i, j, k in T.grid(16, 8, K):
                 with T.sblock("m16n8k16_sync"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    C[vi, vj] = C[vi, vj] + widened(A[vi, vk]) * widened(B[vk, vj])
+                    C[vi, vj] = C[vi, vj] + widened(A[vi, vk]) * b_value(B, vj, vk)
 
     @T.prim_func(s_tir=True)
     def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
@@ -133,17 +164,17 @@ def _compute(out_dtype: str):
         A = T.match_buffer(a, (16, K), "float16", align=64, offset_factor=1, scope=A_SCOPE, strides=[a0, a1])
         b0 = T.int32()
         b1 = T.int32()
-        B = T.match_buffer(b, (K, 8), "float16", align=64, offset_factor=1, scope=B_SCOPE, strides=[b0, b1])
+        B = T.match_buffer(b, b_shape, "float16", align=64, offset_factor=1, scope=B_SCOPE, strides=[b0, b1])
         c0 = T.int32()
         c1 = T.int32()
         C = T.match_buffer(c, (16, 8), out_dtype, align=64, offset_factor=1, scope=C_SCOPE, strides=[c0, c1])
         with T.sblock("root"):
-            T.reads(C[0:16, 0:8], A[0:16, 0:K], B[0:K, 0:8])
+            T.reads(C[0:16, 0:8], A[0:16, 0:K], B[0:b_shape[0], 0:b_shape[1]])
             T.writes(C[0:16, 0:8])
             T.evaluate(T.ptx_legacy.mma(
                 "m16n8k16", "row", "col", "float16", "float16", out_dtype,
                 A.data, a_register(A.elem_offset // a0, A.elem_offset % a0, a0),
-                B.data, b_register(B.elem_offset // b0, B.elem_offset % b0, b0),
+                B.data, b_register_of(B.elem_offset // b0, B.elem_offset % b0, b0),
                 C.data, get_index_C(C.elem_offset, c0),
                 False, dtype=out_dtype))
 
@@ -151,12 +182,14 @@ def _compute(out_dtype: str):
 
 
 def register_mma_k16_intrinsics() -> None:
-    """Register the loads and both computes once per process (init and store are TVM's m16n8k8 ones)."""
+    """Register the loads and computes once per process (init and store are TVM's m16n8k8 ones)."""
     with _LOCK:
         if TensorIntrin.get(LOAD_A, allow_missing=True) is not None:
             return
-        TensorIntrin.register(LOAD_B, *_load(is_b=True))
+        TensorIntrin.register(LOAD_B, *_load("B"))
+        TensorIntrin.register(LOAD_B_TRANS, *_load("B_trans"))
         for acc, dtype in ACCUMULATORS.items():
-            TensorIntrin.register(compute_name(acc), *_compute(dtype))
-        TensorIntrin.register(LOAD_A, *_load(is_b=False))
+            for trans_b in (False, True):
+                TensorIntrin.register(compute_name(acc, trans_b), *_compute(dtype, trans_b))
+        TensorIntrin.register(LOAD_A, *_load("A"))
 

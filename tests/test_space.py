@@ -417,13 +417,16 @@ def _mma_operands(registers_a, registers_b, offset_a, offset_b, k):
     return a, b
 
 
-def _fragments_hold_the_tiles(k, load_a, load_b, register_a, register_b, rows=64, depth=48, cols=96):
-    """Load a warp's A (rows x depth) and B (depth x cols) fragments tile by tile as the intrinsics'
-    lanes do, then check that every mma of the warp tile reads exactly its sub-matrices."""
+def _fragments_hold_the_tiles(k, load_a, load_b, register_a, register_b, rows=64, depth=48, cols=96, b_n_major=False):
+    """Load a warp's A (rows x depth) and B (depth x cols; stored cols x depth where ``b_n_major``)
+    fragments tile by tile as the intrinsics' lanes do, then check that every mma of the warp tile
+    reads exactly its sub-matrices."""
     rng = np.random.default_rng(k)
-    shared_a, shared_b = rng.standard_normal((rows, depth)), rng.standard_normal((depth, cols))
+    shared_a, matrix_b = rng.standard_normal((rows, depth)), rng.standard_normal((depth, cols))
+    shared_b = matrix_b.T.copy() if b_n_major else matrix_b
     registers_a, registers_b = np.full((32, rows * depth // 32), np.nan), np.full((32, depth * cols // 32), np.nan)
-    for registers, shared, load, tile in ((registers_a, shared_a, load_a, (32, k)), (registers_b, shared_b, load_b, (k, 32))):
+    for registers, shared, load, tile in ((registers_a, shared_a, load_a, (32, k)),
+                                          (registers_b, shared_b, load_b, (32, k) if b_n_major else (k, 32))):
         for i in range(0, shared.shape[0], tile[0]):
             for j in range(0, shared.shape[1], tile[1]):
                 for offset, lanes, trans in load(i, j, shared.shape[1]):
@@ -431,8 +434,9 @@ def _fragments_hold_the_tiles(k, load_a, load_b, register_a, register_b, rows=64
                     registers[:, offset: offset + 8] = _ldmatrix_x4(shared.ravel(), addresses, trans)
     assert not np.isnan(registers_a).any() and not np.isnan(registers_b).any()
     for i, j, kk in itertools.product(range(0, rows, 16), range(0, cols, 8), range(0, depth, k)):
-        a, b = _mma_operands(registers_a, registers_b, register_a(i, kk, depth), register_b(kk, j, cols), k)
-        assert np.array_equal(a, shared_a[i:i + 16, kk:kk + k]) and np.array_equal(b, shared_b[kk:kk + k, j:j + 8])
+        b_offset = register_b(j, kk, depth) if b_n_major else register_b(kk, j, cols)
+        a, b = _mma_operands(registers_a, registers_b, register_a(i, kk, depth), b_offset, k)
+        assert np.array_equal(a, shared_a[i:i + 16, kk:kk + k]) and np.array_equal(b, matrix_b[kk:kk + k, j:j + 8])
 
 
 def test_m16n8k16_fragments_hold_what_each_instruction_multiplies(tensor_intrinsics):
@@ -459,6 +463,10 @@ def test_m16n8k16_fragments_hold_what_each_instruction_multiplies(tensor_intrins
     _fragments_hold_the_tiles(16, k16_load(mma_k16.a_register, mma_k16.a_lane_address, False),
                               k16_load(mma_k16.b_register, mma_k16.b_lane_address, True),
                               mma_k16.a_register, mma_k16.b_register)
+    # B stored n-major (a linear layer's weights): untransposed ldmatrix into the same registers.
+    _fragments_hold_the_tiles(16, k16_load(mma_k16.a_register, mma_k16.a_lane_address, False),
+                              k16_load(mma_k16.b_trans_register, mma_k16.b_trans_lane_address, False),
+                              mma_k16.a_register, mma_k16.b_trans_register, b_n_major=True)
 
 
 def test_pruners_samplers_draw_each_family_as_often_as_the_other(tensor_intrinsics):
@@ -563,3 +571,43 @@ def test_the_mma_space_holds_cutlass_ampere_gemm_tiling_and_builds_it_as_cutlass
     assert built["spill_bytes"] == built["stack_bytes"] == 0 and built["registers"] >= 240, built
     assert built["hmma_shapes"] == {"16816": built["sass"]["HMMA"]} and built["sass"]["HMMA"] == 4 * built["sass"]["LDSM"]
     assert built["sass"]["LDGSTS"] > 0 and built["sass"]["LDG"] == 0
+
+
+def test_a_linear_layers_gemm_gets_mma_sketches_that_copy_its_weights_as_stored(tensor_intrinsics):
+    """``dense_bias`` reads its weights n-major, k contiguous; ``matmul`` and the conv2d k-major. Each
+    m16n8k16 sketch computes with the B layout the workload stores (no transposing copy); TVM's
+    m16n8k8 has the k-major compute only and keeps it. The check drops n-major draws whose B fragment
+    TVM cannot lay out (an odd innermost k tile) before they reach the builder."""
+    from ms_pruner.space.checks import fragments_lowerable
+    from ms_pruner.space.operand_layout import compute_intrinsic
+
+    dense = "dense_bias:2048x3072x768:float16:float32"
+    for spec, trans in ((dense, True), (GEMM, False), (CONV, False)):
+        _, _, space = _space(spec, "mma")
+        computes = {compute_intrinsic(s) for s in space.sketches}
+        assert {c for c in computes if "m16n8k16" in c} == {"mma_sync_m16n8k16_f16f16f32" + ("_trans" if trans else "")}
+        assert {c for c in computes if "m16n8k8" in c} == {"mma_sync_m16n8k8_f16f16f32"}
+    _, _, space = _space(dense, "mma")
+    odd = _tiled(space, "m16n8k16", 3, [[16, 1, 2, 4, 1], [1, 24, 4, 4, 1], [24, 2, 1]])
+    assert odd is None
+    even = _tiled(space, "m16n8k16", 3, [[16, 1, 2, 4, 1], [1, 24, 4, 4, 1], [24, 1, 2]])
+    assert even is not None and fragments_lowerable(even.trace)
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_an_n_major_mma_kernel_copies_its_weights_with_cp_async(tensor_intrinsics):
+    """BERT's FFN GEMM (2048x3072x768 with bias) in eight 64x32 warps of a 128x128 block: with the
+    n-major B load every global load of the GEMM kernel is a cp.async (no LDG there; the bias kernel
+    has its own), its MMAs are m16n8k16, and nothing spills; the analyzer agrees on both."""
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.evaluation.space_report import build_report, describe
+
+    _, target, space = _space("dense_bias:2048x3072x768:float16:float32", "mma")
+    sch = _tiled(space, "m16n8k16", 3, [[16, 1, 2, 4, 1], [1, 24, 4, 4, 1], [24, 1, 2]])
+    predicted = describe(sch, StaticAnalyzer.for_target(target))
+    built = build_report(sch, target)
+    assert built["status"] == "built" and built["tensor_kernel_ldg"] == 0 and built["sass"]["LDGSTS"] > 0, built
+    assert predicted["analyzer_synchronous_copies"] == 0 and not predicted["analyzer_spills"]
+    assert built["hmma_shapes"] == {"16816": built["sass"]["HMMA"]} and built["spill_bytes"] == built["stack_bytes"] == 0
+    assert built["shared_bytes"] == predicted["analyzer_shared_bytes"]

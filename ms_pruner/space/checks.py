@@ -12,7 +12,11 @@ A second kind, rows longer than a pass of the block's threads in a copy loop unr
 left 8-lane int32 vectors that CUDA code generation wrote as code nvcc rejects; the builder's CUDA
 source fix and chunked copies (docs/builder.md) compile those now, so the check lets them through.
 
-The check reads the trace's copy blocks before anything is lowered; as a postprocessor of the space
+A third: TVM lays an mma B fragment out in blocks of 32 columns (``TransformMmaBufferLayout``: "Check
+failed: dim0 % 8 == 0 && dim1 % 32 == 0"). A ``_trans`` compute's B fragment (``mma_k16.py``) is
+stored n-major, its columns the innermost k tile times 16, so that tile must be even.
+
+The check reads the trace before anything is lowered; as a postprocessor of the space
 it applies to every sampler alike (MetaSchedule's evolutionary search, Pruner's, a trace replayed
 from a database).
 """
@@ -22,8 +26,12 @@ from __future__ import annotations
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.postproc import PyPostproc
 
+from ..mma_k16 import K as MMA_K
+from .operand_layout import TRANS_B_SUFFIX, compute_intrinsic
+
 PERMUTED_LAYOUT_KEY = "permuted_layout"
 PERMUTED_ROW_ELEMENTS = 32
+B_FRAGMENT_COLUMNS = 32  # TransformMmaBufferLayout's block of an m16n8k8.matrixB buffer's last axis
 
 
 def _permuted_copies(trace):
@@ -43,16 +51,27 @@ def permuted_copies_lowerable(sch) -> bool:
     return True
 
 
+def fragments_lowerable(trace) -> bool:
+    """Whether TVM lays out the trace's n-major B fragments: the innermost factor of the mma rule's
+    reduction split (its one ``SamplePerfectTile``; i and j are partitioned) times the instruction's
+    k is a multiple of 32. Traces of another compute pass."""
+    if not (compute_intrinsic(trace) or "").endswith(TRANS_B_SUFFIX):
+        return True
+    split = next((inst for inst in trace.insts if inst.kind.name == "SamplePerfectTile" and inst in trace.decisions), None)
+    return split is None or int(trace.decisions[split][-1]) * MMA_K % B_FRAGMENT_COLUMNS == 0
+
+
 @derived_object
 class PermutedLayoutCheck(PyPostproc):
-    """Rejects a schedule whose permuted shared layout TVM cannot lower (``permuted_copies_lowerable``)."""
+    """Rejects a schedule whose permuted shared layout or fragments TVM cannot lower
+    (``permuted_copies_lowerable``, ``fragments_lowerable``)."""
 
     def _initialize_with_tune_context(self, context) -> None:
         pass
 
     def apply(self, sch) -> bool:
         try:
-            return permuted_copies_lowerable(sch)
+            return permuted_copies_lowerable(sch) and fragments_lowerable(sch.trace)
         except Exception:  # pylint: disable=broad-except
             return False  # a marked block the schedule no longer holds: not a schedule TVM lowers
 

@@ -24,9 +24,10 @@ from tvm.target import Target
 from ..errors import UserError
 from ..hardware import spec_for_target
 from ..intrinsics import register_tensor_intrinsics
-from ..mma_k16 import ACCUMULATORS, LOAD_A, LOAD_B, compute_name
+from ..mma_k16 import ACCUMULATORS, LOAD_A, LOAD_B, LOAD_B_TRANS, compute_name
 from .checks import PermutedLayoutCheck
 from .epilogue import EpilogueAfterFragmentStore
+from .operand_layout import compute_intrinsic
 from .pipeline import PipelineDepths, outer_stage_annotation
 
 SPACES = ("auto", "wmma", "mma", "all")
@@ -55,12 +56,12 @@ def _wmma_groups() -> List[Dict[str, str]]:
 
 
 def _mma_groups() -> List[Dict[str, str]]:
-    """TVM's mma.sync m16n8k8 groups and the package's m16n8k16 ones (mma_k16.py): fp16 in, fp16 or
-    fp32 accumulators stored straight to global."""
+    """TVM's mma.sync m16n8k8 groups and the package's m16n8k16 ones (mma_k16.py, B k-major or
+    n-major): fp16 in, fp16 or fp32 accumulators stored straight to global."""
     k8 = [_group(f"mma_init_m16n8k8_{acc}", "mma_load_m16n8k8_f16_A_shared_dyn", "mma_load_m16n8k8_f16_B_shared_dyn",
                  f"mma_sync_m16n8k8_f16f16{acc}", f"mma_store_m16n8k8_{acc}_global") for acc in ("f16", "f32")]
-    k16 = [_group(f"mma_init_m16n8k8_{acc}", LOAD_A, LOAD_B, compute_name(acc), f"mma_store_m16n8k8_{acc}_global")
-           for acc in ACCUMULATORS]
+    k16 = [_group(f"mma_init_m16n8k8_{acc}", LOAD_A, LOAD_B_TRANS if trans_b else LOAD_B, compute_name(acc, trans_b),
+                  f"mma_store_m16n8k8_{acc}_global") for acc in ACCUMULATORS for trans_b in (False, True)]
     return k8 + k16
 
 
@@ -183,15 +184,6 @@ def _sketches(generator, mod, target):
     return context.space_generator.generate_design_space(context.mod)
 
 
-def compute_intrinsic(trace) -> Optional[str]:
-    """The tensor intrinsic a trace's GEMM block computes with (``meta_schedule.auto_tensorize`` of a
-    ``wmma_sync``/``mma_sync`` one), or None."""
-    for inst in trace.insts:
-        if inst.kind.name == "Annotate" and str(inst.attrs[0]) == "meta_schedule.auto_tensorize":
-            value = str(inst.inputs[1])
-            if value.startswith(("wmma_sync", "mma_sync")):
-                return value
-    return None
 
 
 def _family_of(intrinsic: Optional[str]) -> Optional[str]:

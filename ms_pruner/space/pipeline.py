@@ -24,6 +24,8 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 from tvm.s_tir.schedule import ScheduleError
 
+from .operand_layout import b_is_k_contiguous, copying_b_as_stored
+
 STAGE_KEY = "software_pipeline_stage"
 ORDER_KEY = "software_pipeline_order"
 ASYNC_KEY = "software_pipeline_async_stages"
@@ -75,8 +77,9 @@ class PipelineDepths(PyScheduleRule):
 
     def apply(self, sch, block) -> list:
         drop_unpipelined = self.only_pipelined and is_reduction(sch, block)
+        k_contiguous = b_is_k_contiguous(sch, block)
         spaces = []
-        for space in self._inner_spaces(sch, block):
+        for space in copying_b_as_stored(self._inner_spaces(sch, block), k_contiguous):
             variants = self._at_depths(space)
             if drop_unpipelined:
                 variants = [v for v in variants if outer_stage_annotation(v.trace)]
