@@ -4,7 +4,7 @@ TVM's mma rule stores its accumulator fragments with ``write_at``: an ``auto_cop
 MemHammer lowers (``LowerAutoCopy``) as a plain copy only. AutoInline then inlines the GEMM's
 elementwise consumer into that copy (``D = C + bias``), and every candidate fails to lower
 ("Multiple buffer read"): of 680 draws of ``dense_bias`` none was valid
-(docs/results/cpu/space/mma_dense_bias_h100.json).
+(docs/results/cpu/space/mma_dense_bias_h100.json.gz).
 Left alone, the consumer is bound by RewriteUnboundBlock with the target's 1024 threads a block, and
 that breaks the GEMM's kernel: MemHammer takes the thread extents of the whole function for the
 GEMM's copies ("All loops that are bound to threadIdx.x should have the same extent").
