@@ -138,11 +138,11 @@ def _compute(out_dtype: str, trans_b: bool):
 
     b_shape, b_register_of = ((8, K), b_trans_register) if trans_b else ((K, 8), b_register)
 
-    def b_value(B, vj, vk):
-        return widened(B[vj, vk] if trans_b else B[vk, vj])
-
     def widened(value):
         return value if out_dtype == "float16" else T.Cast(out_dtype, value)
+
+    def b_value(B, vj, vk):
+        return widened(B[vj, vk] if trans_b else B[vk, vj])
 
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:

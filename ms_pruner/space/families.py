@@ -27,7 +27,7 @@ from ..intrinsics import register_tensor_intrinsics
 from ..mma_k16 import ACCUMULATORS, LOAD_A, LOAD_B, LOAD_B_TRANS, compute_name
 from .checks import PermutedLayoutCheck
 from .epilogue import EpilogueAfterFragmentStore
-from .operand_layout import compute_intrinsic
+from .operand_layout import compute_intrinsic, mma_shape_of
 from .pipeline import PipelineDepths, outer_stage_annotation
 
 SPACES = ("auto", "wmma", "mma", "all")
@@ -184,14 +184,8 @@ def _sketches(generator, mod, target):
     return context.space_generator.generate_design_space(context.mod)
 
 
-
-
 def _family_of(intrinsic: Optional[str]) -> Optional[str]:
     return intrinsic.split("_sync")[0] if intrinsic else None
-
-
-def _mma_shape_of(intrinsic: Optional[str]) -> Optional[str]:
-    return intrinsic.split("_")[2] if intrinsic and intrinsic.startswith("mma_sync") else None
 
 
 def sketch_family(trace) -> Optional[str]:
@@ -201,7 +195,7 @@ def sketch_family(trace) -> Optional[str]:
 
 def mma_shape(trace) -> Optional[str]:
     """``m16n8k8`` or ``m16n8k16``: the instruction of an mma-family trace; None for another."""
-    return _mma_shape_of(compute_intrinsic(trace))
+    return mma_shape_of(compute_intrinsic(trace))
 
 
 def tensor_instruction(trace) -> Optional[str]:
@@ -209,7 +203,7 @@ def tensor_instruction(trace) -> Optional[str]:
     (the mma family's two are sketches of their own); None off tensor cores. The trace is read once:
     the climb groups every draft member by it."""
     intrinsic = compute_intrinsic(trace)
-    return _mma_shape_of(intrinsic) or _family_of(intrinsic)
+    return mma_shape_of(intrinsic) or _family_of(intrinsic)
 
 
 def pipeline_depth(trace) -> Optional[int]:

@@ -32,6 +32,11 @@ def compute_intrinsic(trace) -> Optional[str]:
     return None
 
 
+def mma_shape_of(intrinsic: Optional[str]) -> Optional[str]:
+    """``m16n8k8`` or ``m16n8k16`` for an ``mma_sync`` intrinsic's name; None for another or None."""
+    return intrinsic.split("_")[2] if intrinsic and intrinsic.startswith("mma_sync") else None
+
+
 def b_is_k_contiguous(sch, block) -> Optional[bool]:
     """Whether ``block``'s B operand (its last read other than its output) is stored with a
     reduction axis innermost; None where the block does not read two operands or does not reduce."""
@@ -50,16 +55,11 @@ def copying_b_as_stored(spaces: List, k_contiguous: Optional[bool]) -> List:
     where a sketch of the same instruction does not; the rest as they are."""
     if k_contiguous is None:
         return spaces
-    intrinsics = [compute_intrinsic(space.trace) or "" for space in spaces]
-    as_stored = {_instruction(name) for name in intrinsics if _copies_as_stored(name, k_contiguous)}
+    intrinsics = [compute_intrinsic(space.trace) for space in spaces]
+    as_stored = {mma_shape_of(name) for name in intrinsics if _copies_as_stored(name, k_contiguous)}
     return [space for space, name in zip(spaces, intrinsics)
-            if not name.startswith("mma_sync") or _instruction(name) not in as_stored
-            or _copies_as_stored(name, k_contiguous)]
+            if mma_shape_of(name) not in as_stored or _copies_as_stored(name, k_contiguous)]
 
 
-def _instruction(intrinsic: str) -> str:
-    return intrinsic.split("_")[2]
-
-
-def _copies_as_stored(intrinsic: str, k_contiguous: bool) -> bool:
-    return intrinsic.startswith("mma_sync") and intrinsic.endswith(TRANS_B_SUFFIX) == k_contiguous
+def _copies_as_stored(intrinsic: Optional[str], k_contiguous: bool) -> bool:
+    return mma_shape_of(intrinsic) is not None and intrinsic.endswith(TRANS_B_SUFFIX) == k_contiguous

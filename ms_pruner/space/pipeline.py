@@ -24,13 +24,12 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 from tvm.s_tir.schedule import ScheduleError
 
-from .operand_layout import b_is_k_contiguous, copying_b_as_stored
+from .operand_layout import REDUCTION_ITER, b_is_k_contiguous, copying_b_as_stored
 
 STAGE_KEY = "software_pipeline_stage"
 ORDER_KEY = "software_pipeline_order"
 ASYNC_KEY = "software_pipeline_async_stages"
 DEPTHS = (2, 3, 4)
-REDUCTION_ITER = 2  # tirx.IterVar.CommReduce
 
 
 def stages(depth: int) -> Tuple[List[int], List[int]]:
