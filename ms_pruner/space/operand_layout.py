@@ -5,8 +5,7 @@ it, and TVM's auto-tensorization matches a GEMM block to a compute whatever the 
 re-indexing. The mma family has computes for both B layouts at m16n8k16 (``mma_k16.py``): k-major
 (``matmul``, a conv2d's HWIO weights) and n-major with k contiguous (``dense``, ``matmul_nt``: a
 linear layer's weights). With the other layout's compute, the copy into shared memory transposes B,
-8 elements a row apart: no cp.async, and VerifyGPUCode rejects it for most tilings (on
-``dense_bias:2048x3072x768`` 12 of 131 tilings of a grid passed, all with 512-column blocks).
+8 elements a row apart: no cp.async, and VerifyGPUCode rejects it for most tilings.
 ``copying_b_as_stored`` keeps, of an instruction's sketches, those that copy B as it is stored where
 the instruction has one; TVM's m16n8k8 has only the k-major compute and keeps its sketches.
 """
