@@ -7,7 +7,7 @@ import operator
 import pytest
 
 from conftest import needs_nvcc
-from test_space import _space
+from test_space import _space, _tiled
 from test_space_swizzle import (CONV, GEMM, _asynchronous_sources, _copy_predictions, _wide_rows_tiles,
                                 _with_tiles)
 from test_space_swizzle import COPY_LANES_ENV as LANES_ENV
@@ -79,11 +79,11 @@ def test_a_chunked_copy_moves_each_element_by_the_thread_and_lane_memhammer_give
     """For a gathering GEMM and conv2d copy: the chunked nest's store at (outer, threads, lane) is the
     original nest's at row-major position f = chunk * lanes + lane (``memhammer_coalesce.cc``), the
     conv2d's padding test included; chunks past the tile's end store nothing."""
-    from ms_pruner.builder.copy_lanes import separate_copy_lanes
+    from ms_pruner.builder.copy_lanes import prepare_permuted_copies
 
     _, draws = _gathered_draws()
     for sch in draws:
-        rewritten = separate_copy_lanes(sch.mod)
+        rewritten = prepare_permuted_copies(sch.mod)
         before = _copy_blocks(sch.mod)
         assert before and _copy_blocks(rewritten) == {}  # every permuted auto copy was written out
         rewritten = rewritten["main"]
@@ -193,3 +193,26 @@ def test_an_int64_indexed_model_gemm_lowers_with_the_split_where_tvms_own_copies
             except Exception:  # pylint: disable=broad-except
                 failures[split] += 1
     assert len(draws) == 8 and failures["0"] > 0 and failures["1"] == 0, failures
+
+
+@pytest.mark.slow
+def test_a_transposed_weight_copy_is_never_a_cp_async_and_the_analyzer_calls_it_synchronous(tensor_intrinsics,
+                                                                                              monkeypatch):
+    """BERT's FFN GEMM stores its weights n-major; TVM's m16n8k8 compute reads a k-major shared B
+    tile, so the lanes of a vector of that copy read a weight column, 768 elements apart.
+    InjectPTXAsyncCopy would make each such vector one 16-byte cp.async from its first element's
+    address, copying part of a weight row instead (a wrong kernel). The builder copies it one element
+    at a time, with the split on or off, and keeps the activation copy a cp.async where it splits it
+    (its rows of 96 elements gather in TVM's own lowering); the analyzer calls the weight copy
+    synchronous."""
+    from ms_pruner.builder.copy_lanes import lane_stride
+    from ms_pruner.builder.worker import lowered_tir
+
+    _, target, space = _space("dense_bias:2048x3072x768:float16:float32", "mma")
+    sch = _tiled(space, "m16n8k8", 2, [[4, 4, 4, 1, 2], [16, 1, 2, 1, 12], [8, 3, 4]])
+    strides = {name: lane_stride(block) for name, block in _copy_blocks(sch.mod).items()}
+    assert strides == {"A_reindex_shared.dyn": 1, "W_reindex_shared.dyn": 768}
+    assert _copy_predictions(sch) == {"A": False, "W": True}
+    assert _asynchronous_sources(lowered_tir(sch.mod, target)) == {"A"}
+    _without_split(monkeypatch)
+    assert "W" not in _asynchronous_sources(lowered_tir(sch.mod, target))

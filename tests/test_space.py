@@ -531,9 +531,10 @@ def test_each_rule_family_climbs_from_its_own_best_geometries(tensor_intrinsics)
     assert climbed(instruction) == {"wmma", "m16n8k8", "m16n8k16"}
 
 
-def _tiled(space, instruction, depth, tiles):
+def _tiled(space, instruction, depth, tiles, unroll=0):
     """The ``instruction`` sketch of ``depth`` stages replayed with ``tiles`` as its tile decisions (i,
-    j, k in trace order), its other decisions kept; None where a postprocessor rejects it."""
+    j, k in trace order) and ``unroll`` as its unroll step's (an index; a sketch draws its own anew in
+    each process), its other decisions kept; None where a postprocessor rejects it."""
     from ms_pruner.search.droplet import TILE_SAMPLES
     from ms_pruner.space import pipeline_depth, tensor_instruction
 
@@ -541,6 +542,8 @@ def _tiled(space, instruction, depth, tiles):
     decisions = iter(tiles)
 
     def provide(inst, inputs, attrs, decision):
+        if inst.kind.name == "SampleCategorical":
+            return unroll
         return next(decisions) if inst.kind.name in TILE_SAMPLES else decision
 
     return space.replay(sketch, seed=1, decision_provider=provide)

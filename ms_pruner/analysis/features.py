@@ -152,7 +152,9 @@ def _auto_copy_stream(block: BlockInfo, src, dst, warp_size: int, block_threads:
     """A copy TVM lowers for all the block's threads (``auto_copy``): each thread moves ``lanes``
     contiguous elements at a time, so a warp request spans whole 128-byte lines; into the mma rule's
     permuted layout and out of its accumulators the shared side is free of bank conflicts. A gathered
-    permuted copy (swizzle.py) is synchronous, and one element a request where its load is guarded."""
+    permuted copy (swizzle.py) is synchronous, and one element a request where its load is guarded.
+    A transposed one (copy_lanes.lane_stride) moves one element a thread, neighbouring threads
+    ``source_stride`` elements apart in global memory: a sector, a line at most, each."""
     lanes, elem = block.auto_copy_lanes, dst.dtype_bytes
     bytes_total = block.executions * dst.elements * elem
     tile_trips = max(1, -(-dst.elements // max(1, block_threads * lanes)))
@@ -160,11 +162,14 @@ def _auto_copy_stream(block: BlockInfo, src, dst, warp_size: int, block_threads:
     if block.gathered and block.guarded:
         lanes, element_trips = 1, tile_trips * lanes
     per_request = lanes * elem * warp_size
+    spread = elem * block.source_stride * warp_size  # bytes between a request's first and last element
+    efficiency = min(1.0, elem / min(32.0, elem * block.source_stride))
     return CopyStream(
         name=block.name, src_scope=src.scope, dst_scope=dst.scope, bytes_total=bytes_total, elem_bytes=elem,
         vector_lanes=lanes, warp_instructions=bytes_total / per_request, serial_iters=element_trips,
         unrolled=any(loop.unroll_max_step >= tile_trips for loop in block.loops),
-        sector_efficiency=1.0, lines_per_request=max(1.0, per_request / 128.0),
+        sector_efficiency=efficiency,
+        lines_per_request=min(float(warp_size), max(1.0, max(per_request, spread) / 128.0)),
         shared_wavefronts_per_request=max(1.0, per_request / 128.0), outer_trips=_outer_serial_trips(block),
         address_divisions=block.address_divisions, synchronous=block.gathered,
     )

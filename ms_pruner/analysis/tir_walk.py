@@ -14,6 +14,8 @@ from typing import Dict, List, Optional, Tuple
 
 from tvm.tirx.analysis import undefined_vars
 
+from ..builder.copy_lanes import lane_stride
+
 from .access import WarpAccess, _int, _shape, dtype_bytes, index_strides
 from .copies import COPY_MEMORY, CopyMemory
 from .swizzle import permuted_copy_facts
@@ -84,6 +86,7 @@ class BlockInfo:
     cooperative_threads: int = 1  # threads of the enclosing bindings that share one execution (an auto copy's)
     gathered: bool = False  # a permuted copy whose swizzled index keeps the vector lane: synchronous (swizzle.py)
     guarded: bool = False  # an auto copy storing an ``if_then_else`` (a padded input's bounds test)
+    source_stride: int = 1  # elements of the global source between neighbouring threads of a transposed auto copy
 
     @property
     def executions(self) -> float:
@@ -230,6 +233,9 @@ class _Walker:
             if info.permuted and writes:
                 facts = permuted_copy_facts(block.body, writes[0].shape, info.thread_extents(), info.auto_copy_lanes)
                 info.gathered, info.guarded, info.address_divisions = facts
+                stride = lane_stride(block)
+                if stride not in (None, 1):  # the builder copies it one element at a time (copy_lanes.py)
+                    info.auto_copy_lanes, info.gathered, info.source_stride = 1, True, abs(stride)
         self.blocks.append(info)
         nested: List[int] = []
         self._scan(block.body, info, nested)

@@ -18,7 +18,7 @@ import psutil
 from tvm.s_tir import meta_schedule as ms
 
 from ..errors import UserError
-from .copy_lanes import COPY_LANES_ENV, copy_lanes_separated, separate_copy_lanes
+from .copy_lanes import COPY_LANES_ENV, copy_lanes_separated, prepare_permuted_copies
 from .cuda_binary import compile_cuda_to_cubin, device_module_formats, replace_cuda_sources
 from .cuda_compile import compile_with_nvcc, cuda_compile_scope, cuda_runtime_loaded
 from .parity_unroll import PARITY_UNROLL_ENV, parity_loops_unrolled
@@ -112,6 +112,6 @@ __all__ = [
     "make_runner",
     "parse_ptxas_report",
     "replace_cuda_sources",
-    "separate_copy_lanes",
+    "prepare_permuted_copies",
     "start_builder_workers",
 ]

@@ -8,7 +8,7 @@ warp's 256), TVM's simplifier cannot take the lane out of ``f // W``; InjectPerm
 then keeps it inside a XOR, the vector store becomes a scatter, and InjectPTXAsyncCopy leaves a
 synchronous load and store where a cp.async belonged (analysis/swizzle.py predicts which).
 
-``separate_copy_lanes`` writes each such copy out before lowering, with the thread and lane of
+``prepare_permuted_copies`` writes each such copy out before lowering, with the thread and lane of
 every element MemHammer gives it, but indexed by chunk: ``c = (outer * ty + y) * 32 + x``,
 ``row = c // (W / lanes)``, ``col = c % (W / lanes) * lanes + lane``, so the lane only ever adds.
 A floor division or modulo by a multiple of the lanes of ``base + lane`` (an im2col index of a
@@ -18,8 +18,13 @@ padded conv input, its bounds test) is rewritten to the lane-free ``base // d`` 
 does not pad a permuted copy's rows; without it CompactBufferAllocation would), and keeps
 ``permuted_layout``. A copy that did not gather lowers to the same CUDA as before (tests).
 
-``MS_PRUNER_SEPARATE_COPY_LANES=0`` leaves every copy to TVM, for ablations; the analyzer reads the
-same switch (``copy_lanes_separated``).
+A copy whose vector lanes would read global memory with a stride (a transposed operand: an
+n-major weight into the k-major shared tile of TVM's m16n8k8 compute) is copied one element at a
+time instead, whatever the switch below: InjectPTXAsyncCopy would make one cp.async of such a
+vector from its first element's address, a wrong kernel (``lane_stride``).
+
+``MS_PRUNER_SEPARATE_COPY_LANES=0`` leaves every other copy to TVM, for ablations; the analyzer
+reads the same switch (``copy_lanes_separated``) and ``lane_stride``.
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ import os
 from typing import Callable, Dict, List, Optional, Tuple
 
 import tvm
+import tvm_ffi
 from tvm import tirx
 from tvm.ir import Range
 from tvm.s_tir import SBlock, Schedule
-from tvm.sym import Analyzer
+from tvm.sym import Analyzer, detect_linear_equation
+from tvm.tirx.analysis import undefined_vars
 
 COPY_LANES_ENV = "MS_PRUNER_SEPARATE_COPY_LANES"
 OUTER_THREAD_TAGS = ("threadIdx.z", "threadIdx.y")
@@ -41,6 +48,8 @@ DROPPED_ANNOTATIONS = ("auto_copy", "buffer_dim_align")
 _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.FloorDiv, tirx.FloorMod, tirx.Div, tirx.Mod, tirx.Min, tirx.Max,
            tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.And, tirx.Or)
 _LOADS = ("BufferLoad", "TensorLoad")
+LANE_STRIDES_KEPT = 4096
+_LANE_STRIDES: Dict[tuple, Optional[int]] = {}
 
 
 def copy_lanes_separated() -> bool:
@@ -56,15 +65,14 @@ def copy_threads(extents: Dict[str, int]) -> Tuple[Tuple[str, int], ...]:
     return outer + (("threadIdx.x", extents.get("threadIdx.x", WARP_SIZE)),)
 
 
-def separate_copy_lanes(mod: tvm.IRModule) -> tvm.IRModule:
-    """``mod`` with every permuted global->shared auto copy of its PrimFuncs split by chunk (above);
-    ``mod`` itself where the switch is off or no copy needs it."""
-    if not copy_lanes_separated():
-        return mod
+def prepare_permuted_copies(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with every permuted global->shared auto copy of its PrimFuncs made safe and fast to
+    lower: a transposed copy one element at a time (below), any other split by chunk (above) unless
+    that is switched off; ``mod`` itself where no copy needs either."""
     updates = {}
     for gvar, func in mod.functions.items():
         if isinstance(func, tirx.PrimFunc):
-            rewritten = _separated_func(func)
+            rewritten = _prepared_func(func)
             if rewritten is not None:
                 updates[gvar] = rewritten
     if not updates:
@@ -75,17 +83,134 @@ def separate_copy_lanes(mod: tvm.IRModule) -> tvm.IRModule:
     return mod
 
 
-def _separated_func(func) -> Optional[tirx.PrimFunc]:
+def _prepared_func(func) -> Optional[tirx.PrimFunc]:
     copies: List[Tuple[SBlock, Dict[str, int], Optional[str]]] = []
     _find_permuted_copies(func.body, {}, copies)
-    replacements = [(block, new) for block, extents, thread_dtype in copies
-                    for new in [_separated_copy(block, extents, thread_dtype)] if new is not None]
+    replacements = []
+    for block, extents, thread_dtype in copies:
+        if lane_stride(block) not in (None, 1):
+            replacements.append((block, _one_element_at_a_time(block)))
+        elif copy_lanes_separated():
+            new = _separated_copy(block, extents, thread_dtype)
+            if new is not None:
+                replacements.append((block, new))
     if not replacements:
         return None
     sch = Schedule(tvm.IRModule({"main": func}))
     for block, new in replacements:
         sch.state.replace(sch.get_sref(sch.get_sblock(block.name_hint)), new, {block: new})
     return sch.mod["main"]
+
+
+def lane_stride(block) -> Optional[int]:
+    """Elements of the global source between two neighbouring lanes of one of ``block``'s vectors
+    (1: contiguous), or None where the copy does not split into whole vectors or the stride is not
+    one constant. A copy into the shared tile of a transposed operand (the k-major shared B of an
+    m16n8k8 compute over weights stored n-major) has the stride of a weight row. Remembered by the
+    copy's structure, since the analyzer asks it of every candidate."""
+    if _plainly_contiguous(block):
+        return 1
+    key = (int(tvm_ffi.structural_hash(block.body, map_free_vars=True)), str(block.annotations.get("vector_bytes")))
+    if key not in _LANE_STRIDES:
+        if len(_LANE_STRIDES) >= LANE_STRIDES_KEPT:
+            _LANE_STRIDES.clear()
+        _LANE_STRIDES[key] = _lane_stride(block)
+    return _LANE_STRIDES[key]
+
+
+def _loop_nest(block) -> Tuple[List[tirx.For], object]:
+    """(the loops around ``block``'s innermost statement, outermost first; that statement)."""
+    loops, store = [], block.body
+    while isinstance(store, tirx.For):
+        loops.append(store)
+        store = store.body
+    return loops, store
+
+
+def _lane_stride(block) -> Optional[int]:
+    """``lane_stride`` worked out: the innermost loop split into vectors (``lanes * q + lane``, as
+    MemHammer splits each row), the load's flat index simplified by TVM, its coefficient of ``lane``."""
+    loops, store = _loop_nest(block)
+    load = _global_load(store.value) if loops and isinstance(store, tirx.BufferStore) else None
+    if load is None:
+        return None
+    lanes = int(block.annotations.get("vector_bytes", 16)) * 8 // tvm.DataType(store.buffer.dtype).bits
+    inner = loops[-1]
+    if lanes < 2 or int(inner.extent) % lanes:
+        return None
+    dtype = str(inner.loop_var.ty)
+    analyzer, vector, lane = Analyzer(), tirx.Var("vector", dtype), tirx.Var("lane", dtype)
+    for iter_var in block.iter_vars:
+        analyzer.bind(iter_var.var, iter_var.dom)
+    for loop in loops[:-1]:
+        analyzer.bind(loop.loop_var, Range.from_min_extent(loop.min, loop.extent))
+    analyzer.bind(vector, Range.from_min_extent(tirx.IntImm(dtype, 0), tirx.IntImm(dtype, int(inner.extent) // lanes)))
+    analyzer.bind(lane, Range.from_min_extent(tirx.IntImm(dtype, 0), tirx.IntImm(dtype, lanes)))
+    split = vector * lanes + lane
+
+    def lane_free(index):
+        if not _uses(index, inner.loop_var):
+            return index
+        return _rebuilt(index, lambda var: split if var.same_as(inner.loop_var) else var,
+                        lambda node: _lane_free_division(node, lane, lanes, analyzer), {})
+
+    try:
+        indices = [lane_free(index) for index in load.indices]
+    except TypeError:
+        return None
+    flat = indices[0]
+    for extent, index in zip(load.source.shape[1:], indices[1:]):
+        flat = flat * extent + index
+    coefficients = detect_linear_equation(analyzer.simplify(flat), [lane])
+    step = analyzer.simplify(coefficients[0]) if len(coefficients) == 2 else None
+    return int(step.value) if isinstance(step, tirx.IntImm) else None
+
+
+def _uses(expr, var) -> bool:
+    return any(v.same_as(var) for v in undefined_vars(expr, []))
+
+
+def _plainly_contiguous(block) -> bool:
+    """Whether ``block``'s innermost loop adds itself to the last index of its global load and
+    appears in no other index (a GEMM operand copied as stored): ``lane_stride`` 1 at a glance."""
+    loops, store = _loop_nest(block)
+    load = _global_load(store.value) if loops and isinstance(store, tirx.BufferStore) else None
+    if load is None:
+        return False
+    inner = loops[-1].loop_var
+    last = load.indices[-1]
+    if any(_uses(index, inner) for index in load.indices[:-1]) or not isinstance(last, tirx.Add):
+        return False
+    rest = last.a if last.b.same_as(inner) else last.b if last.a.same_as(inner) else None
+    return rest is not None and not _uses(rest, inner)
+
+
+def _global_load(expr):
+    """The load of a global buffer in a copy's stored value (a bounds test or a cast may wrap it)."""
+    if type(expr).__name__ in _LOADS:
+        return expr if expr.source.scope() == "global" else None
+    if isinstance(expr, tvm.ir.expr.Call):  # of an ``if_then_else``, the values, not the bounds test
+        children = list(expr.args[1:] if expr.op.name == "prim.if_then_else" else expr.args)
+    elif isinstance(expr, (tirx.Cast, tirx.Not)):
+        children = [expr.value if isinstance(expr, tirx.Cast) else expr.a]
+    elif isinstance(expr, tirx.Select):
+        children = [expr.true_value, expr.false_value]
+    elif isinstance(expr, _BINARY):
+        children = [expr.a, expr.b]
+    else:
+        children = []
+    return next((load for load in map(_global_load, children) if load is not None), None)
+
+
+def _one_element_at_a_time(block) -> SBlock:
+    """``block`` copying one element a thread at a time. InjectPTXAsyncCopy turns a vector store whose
+    index is a ramp into one cp.async from the load's ramp *base*, whatever the load's stride, so a
+    copy whose lanes read a column of a row-major tile would copy part of a row instead. A scalar
+    copy stays synchronous (cp.async moves 4 bytes or more) and lowers to what it reads."""
+    elem_bytes = max(1, tvm.DataType(_loop_nest(block)[1].buffer.dtype).bits // 8)
+    annotations = {**block.annotations, "vector_bytes": elem_bytes}
+    return SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, block.body, block.init,
+                  block.alloc_buffers, block.match_buffers, annotations)
 
 
 def _find_permuted_copies(stmt, extents: Dict[str, int], found: list, thread_dtype: Optional[str] = None) -> None:
@@ -105,14 +230,12 @@ def _find_permuted_copies(stmt, extents: Dict[str, int], found: list, thread_dty
         _find_permuted_copies(child, extents, found, thread_dtype)
 
 
-def _separated_copy(block, extents: Dict[str, int], thread_dtype: Optional[str]) -> Optional[SBlock]:
-    """``block`` with its loop nest written chunk by chunk, or None where it is not a plain nest of
-    loops around one store whose rows split into whole vectors. The chunk loops take the index type
-    of the threads they are bound to; each original loop's value is cast to that loop's type."""
-    loops, store = [], block.body
-    while isinstance(store, tirx.For):
-        loops.append(store)
-        store = store.body
+def _chunk_nest(block, extents: Dict[str, int], thread_dtype: Optional[str]):
+    """(nest, store, each original loop's value in it) of ``block`` written chunk by chunk, or None
+    where it is not a plain nest of loops around one store whose rows split into whole vectors. The
+    chunk loops take the index type of the threads they are bound to; each original loop's value is
+    cast to that loop's type."""
+    loops, store = _loop_nest(block)
     if not loops or not isinstance(store, tirx.BufferStore):
         return None
     sizes = [int(loop.extent) for loop in loops]
@@ -123,16 +246,25 @@ def _separated_copy(block, extents: Dict[str, int], thread_dtype: Optional[str])
     chunks = math.prod(sizes[:-1]) * (sizes[-1] // lanes)
     outer_name = "_".join(loop.loop_var.name for loop in loops) + "_fused_0"  # MemHammer's name for it
     nest = _ChunkNest(threads, -(-chunks // math.prod(e for _, e in threads)), lanes, outer_name,
-                      thread_dtype or str(loops[-1].loop_var.ty))
+                      thread_dtype or str(loops[-1].loop_var.ty), chunks)
     values = nest.loop_values(sizes)
     by_var = {loop.loop_var: value if str(loop.loop_var.ty) == nest.dtype else tirx.Cast(loop.loop_var.ty, value)
               for loop, value in zip(loops, values)}
+    return nest, store, by_var
+
+
+def _separated_copy(block, extents: Dict[str, int], thread_dtype: Optional[str]) -> Optional[SBlock]:
+    """``block`` with its loop nest written chunk by chunk (``_chunk_nest``), or None where it cannot be."""
+    found = _chunk_nest(block, extents, thread_dtype)
+    if found is None:
+        return None
+    nest, store, by_var = found
     try:
         indices = [nest.lane_free(i, by_var) for i in store.indices]
         value = nest.lane_free(store.value, by_var)
     except TypeError:
         return None
-    body = nest.wrap(tirx.BufferStore(store.buffer, value, indices), chunks)
+    body = nest.wrap(tirx.BufferStore(store.buffer, value, indices))
     annotations = {k: v for k, v in block.annotations.items() if k not in DROPPED_ANNOTATIONS}
     return SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init,
                   block.alloc_buffers, block.match_buffers, annotations)
@@ -141,9 +273,9 @@ def _separated_copy(block, extents: Dict[str, int], thread_dtype: Optional[str])
 class _ChunkNest:
     """The loops of a chunked copy: ``outer`` (serial), the threads (bound), ``lane`` (vectorized)."""
 
-    def __init__(self, threads, outer_extent: int, lanes: int, outer_name: str, dtype: str):
+    def __init__(self, threads, outer_extent: int, lanes: int, outer_name: str, dtype: str, chunks: int):
         self.threads, self.lanes, self.dtype = threads, lanes, dtype  # the copy's index type (int64 in some models)
-        self.outer_extent = outer_extent
+        self.outer_extent, self.chunks = outer_extent, chunks
         self.outer, self.lane = tirx.Var(outer_name, dtype), tirx.Var("lane", dtype)
         self.thread_vars = [tirx.Var(tag.replace(".", "_"), dtype) for tag, _ in threads]
         self.chunk = self.outer
@@ -177,27 +309,32 @@ class _ChunkNest:
         return _rebuilt(expr, lambda var: by_var.get(var, var), self._split_off_lane, {})
 
     def _split_off_lane(self, node):
-        divisor = node.b
-        if not isinstance(divisor, tirx.IntImm) or divisor.value % self.lanes:
-            return node
-        base = _rebuilt(node.a, lambda var: self.const(0) if var.same_as(self.lane) else var,
-                        lambda n: n, {})
-        if not (self.analyzer.can_prove_equal(node.a - base, self.lane)
-                and self.analyzer.can_prove_equal(tirx.floormod(base, self.lanes), 0)):
-            return node
-        if isinstance(node, tirx.FloorDiv):
-            return tirx.floordiv(base, divisor)
-        return tirx.floormod(base, divisor) + self.lane
+        return _lane_free_division(node, self.lane, self.lanes, self.analyzer)
 
-    def wrap(self, store, chunks: int):
+    def wrap(self, store):
         body = store
-        if self.outer_extent * math.prod(e for _, e in self.threads) != chunks:
-            body = tirx.IfThenElse(self.chunk < self.const(chunks), body, None)
+        if self.outer_extent * math.prod(e for _, e in self.threads) != self.chunks:
+            body = tirx.IfThenElse(self.chunk < self.const(self.chunks), body, None)
         body = tirx.For(self.lane, self.const(0), self.const(self.lanes), tirx.ForKind.VECTORIZED, body)
         for var, (tag, extent) in reversed(list(zip(self.thread_vars, self.threads))):
             body = tirx.For(var, self.const(0), self.const(extent), tirx.ForKind.THREAD_BINDING, body,
                             thread_binding=tirx.IterVar(self.range(extent), var, tirx.IterVar.ThreadIndex, tag))
         return tirx.For(self.outer, self.const(0), self.const(self.outer_extent), tirx.ForKind.SERIAL, body)
+
+
+def _lane_free_division(node, lane, lanes: int, analyzer: Analyzer):
+    """``node``, a floor division or modulo of ``base + lane`` by a multiple of ``lanes`` with
+    ``base`` a multiple of ``lanes``, as ``base // d`` or ``base % d + lane``; other nodes as they are."""
+    divisor = node.b
+    if not isinstance(divisor, tirx.IntImm) or divisor.value % lanes or not _uses(node.a, lane):
+        return node
+    zero = tirx.IntImm(str(lane.ty), 0)
+    base = _rebuilt(node.a, lambda var: zero if var.same_as(lane) else var, lambda n: n, {})
+    if not (analyzer.can_prove_equal(node.a - base, lane) and analyzer.can_prove_equal(tirx.floormod(base, lanes), 0)):
+        return node
+    if isinstance(node, tirx.FloorDiv):
+        return tirx.floordiv(base, divisor)
+    return tirx.floormod(base, divisor) + lane
 
 
 def _rebuilt(expr, on_var: Callable, on_division: Callable, memo: Dict):
@@ -206,26 +343,29 @@ def _rebuilt(expr, on_var: Callable, on_division: Callable, memo: Dict):
     key = expr.__hash__()
     if key in memo:
         return memo[key]
+
+    def again(child):
+        return _rebuilt(child, on_var, on_division, memo)
+
     if isinstance(expr, tirx.Var):
         out = on_var(expr)
     elif isinstance(expr, (tirx.IntImm, tirx.FloatImm)):
         out = expr
     elif isinstance(expr, _BINARY):
-        out = type(expr)(_rebuilt(expr.a, on_var, on_division, memo), _rebuilt(expr.b, on_var, on_division, memo))
+        out = type(expr)(again(expr.a), again(expr.b))
         if isinstance(expr, (tirx.FloorDiv, tirx.FloorMod)):
             out = on_division(out)
     elif isinstance(expr, tirx.Not):
-        out = tirx.Not(_rebuilt(expr.a, on_var, on_division, memo))
+        out = tirx.Not(again(expr.a))
     elif isinstance(expr, tirx.Cast):
-        out = tirx.Cast(expr.ty, _rebuilt(expr.value, on_var, on_division, memo))
+        out = tirx.Cast(expr.ty, again(expr.value))
     elif isinstance(expr, tirx.Select):
-        out = tirx.Select(*(_rebuilt(e, on_var, on_division, memo)
-                            for e in (expr.condition, expr.true_value, expr.false_value)))
+        out = tirx.Select(*(again(e) for e in (expr.condition, expr.true_value, expr.false_value)))
     elif type(expr).__name__ in _LOADS:
-        out = tirx.BufferLoad(expr.source, [_rebuilt(i, on_var, on_division, memo) for i in expr.indices])
+        out = tirx.BufferLoad(expr.source, [again(i) for i in expr.indices])
     elif isinstance(expr, tvm.ir.expr.Call):
-        out = tvm.ir.expr.Call(expr.op, [_rebuilt(a, on_var, on_division, memo) for a in expr.args],
-                               attrs=expr.attrs, ty_args=expr.ty_args, ret_ty=expr.ty)
+        out = tvm.ir.expr.Call(expr.op, [again(a) for a in expr.args], attrs=expr.attrs, ty_args=expr.ty_args,
+                               ret_ty=expr.ty)
     else:
         raise TypeError(type(expr).__name__)
     memo[key] = out

@@ -19,7 +19,7 @@ from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 from tvm.support.tar import tar
 
 from .cuda_binary import compile_cuda_to_cubin, make_fpack_imports
-from .copy_lanes import separate_copy_lanes
+from .copy_lanes import prepare_permuted_copies
 from .cuda_compile import cuda_compile_scope, cuda_runtime_loaded
 from .mma_layouts import register_mma_layouts
 
@@ -73,7 +73,7 @@ def _ready_to_lower(mod):
     by chunk (copy_lanes.py); also registers the mma index maps lowering looks up (mma_layouts.py),
     since every lowering here starts with this."""
     register_mma_layouts()
-    return separate_copy_lanes(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod))
+    return prepare_permuted_copies(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod))
 
 
 def _pass_context(target):

@@ -7,7 +7,7 @@ tensor-core kernels a tuning run measured were built by our builder under its pa
 rejects a tuned fp16->fp32 WMMA kernel at lowering ("tvm_access_ptr element type must match the
 source buffer"), so a model tuned on CUDA did not compile. ``compile_tuned`` is the same pipeline,
 from TVM's public passes, under those options, with the tuned kernels' swizzled copies split by
-chunk as the builder splits them (``builder.separate_copy_lanes``).
+chunk as the builder splits them (``builder.prepare_permuted_copies``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tvm import relax
 from tvm.relax import pipeline as relax_pipeline
 from tvm.s_tir import dlight
 
-from ..builder import build_pass_config, cuda_compile_scope, separate_copy_lanes
+from ..builder import build_pass_config, cuda_compile_scope, prepare_permuted_copies
 
 
 def compile_tuned(database, mod, target, params: Optional[Dict] = None):
@@ -35,7 +35,7 @@ def compile_tuned(database, mod, target, params: Optional[Dict] = None):
         fuse = [*dispatch, relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
                 relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR()]
         mod = tvm.transform.Sequential(fuse)(mod)
-        mod = separate_copy_lanes(relax.transform.MetaScheduleApplyDatabase()(mod))
+        mod = prepare_permuted_copies(relax.transform.MetaScheduleApplyDatabase()(mod))
         if on_gpu:
             mod = _default_gpu_schedules()(mod)
         return tvm.transform.Sequential(lower)(mod)
