@@ -50,6 +50,7 @@ _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.FloorDiv, tirx.FloorMod, tirx.Div,
 _LOADS = ("BufferLoad", "TensorLoad")
 LANE_STRIDES_KEPT = 4096
 _LANE_STRIDES: Dict[tuple, Optional[int]] = {}
+_UNSEEN = object()
 
 
 def copy_lanes_separated() -> bool:
@@ -111,11 +112,12 @@ def lane_stride(block) -> Optional[int]:
     if _plainly_contiguous(block):
         return 1
     key = (int(tvm_ffi.structural_hash(block.body, map_free_vars=True)), str(block.annotations.get("vector_bytes")))
-    if key not in _LANE_STRIDES:
+    stride = _LANE_STRIDES.get(key, _UNSEEN)  # one lookup: another thread may clear the cache
+    if stride is _UNSEEN:
         if len(_LANE_STRIDES) >= LANE_STRIDES_KEPT:
             _LANE_STRIDES.clear()
-        _LANE_STRIDES[key] = _lane_stride(block)
-    return _LANE_STRIDES[key]
+        stride = _LANE_STRIDES[key] = _lane_stride(block)
+    return stride
 
 
 def _loop_nest(block) -> Tuple[List[tirx.For], object]:
@@ -127,11 +129,17 @@ def _loop_nest(block) -> Tuple[List[tirx.For], object]:
     return loops, store
 
 
+def _copied_load(block):
+    """(loops, store, the global load it stores) of a copy block; the load None where there is none."""
+    loops, store = _loop_nest(block)
+    load = _global_load(store.value) if loops and isinstance(store, tirx.BufferStore) else None
+    return loops, store, load
+
+
 def _lane_stride(block) -> Optional[int]:
     """``lane_stride`` worked out: the innermost loop split into vectors (``lanes * q + lane``, as
     MemHammer splits each row), the load's flat index simplified by TVM, its coefficient of ``lane``."""
-    loops, store = _loop_nest(block)
-    load = _global_load(store.value) if loops and isinstance(store, tirx.BufferStore) else None
+    loops, store, load = _copied_load(block)
     if load is None:
         return None
     lanes = int(block.annotations.get("vector_bytes", 16)) * 8 // tvm.DataType(store.buffer.dtype).bits
@@ -173,8 +181,7 @@ def _uses(expr, var) -> bool:
 def _plainly_contiguous(block) -> bool:
     """Whether ``block``'s innermost loop adds itself to the last index of its global load and
     appears in no other index (a GEMM operand copied as stored): ``lane_stride`` 1 at a glance."""
-    loops, store = _loop_nest(block)
-    load = _global_load(store.value) if loops and isinstance(store, tirx.BufferStore) else None
+    loops, _, load = _copied_load(block)
     if load is None:
         return False
     inner = loops[-1].loop_var
@@ -230,11 +237,10 @@ def _find_permuted_copies(stmt, extents: Dict[str, int], found: list, thread_dty
         _find_permuted_copies(child, extents, found, thread_dtype)
 
 
-def _chunk_nest(block, extents: Dict[str, int], thread_dtype: Optional[str]):
-    """(nest, store, each original loop's value in it) of ``block`` written chunk by chunk, or None
-    where it is not a plain nest of loops around one store whose rows split into whole vectors. The
-    chunk loops take the index type of the threads they are bound to; each original loop's value is
-    cast to that loop's type."""
+def _separated_copy(block, extents: Dict[str, int], thread_dtype: Optional[str]) -> Optional[SBlock]:
+    """``block`` with its loop nest written chunk by chunk, or None where it is not a plain nest of
+    loops around one store whose rows split into whole vectors. The chunk loops take the index type
+    of the threads they are bound to; each original loop's value is cast to that loop's type."""
     loops, store = _loop_nest(block)
     if not loops or not isinstance(store, tirx.BufferStore):
         return None
@@ -246,25 +252,16 @@ def _chunk_nest(block, extents: Dict[str, int], thread_dtype: Optional[str]):
     chunks = math.prod(sizes[:-1]) * (sizes[-1] // lanes)
     outer_name = "_".join(loop.loop_var.name for loop in loops) + "_fused_0"  # MemHammer's name for it
     nest = _ChunkNest(threads, -(-chunks // math.prod(e for _, e in threads)), lanes, outer_name,
-                      thread_dtype or str(loops[-1].loop_var.ty), chunks)
+                      thread_dtype or str(loops[-1].loop_var.ty))
     values = nest.loop_values(sizes)
     by_var = {loop.loop_var: value if str(loop.loop_var.ty) == nest.dtype else tirx.Cast(loop.loop_var.ty, value)
               for loop, value in zip(loops, values)}
-    return nest, store, by_var
-
-
-def _separated_copy(block, extents: Dict[str, int], thread_dtype: Optional[str]) -> Optional[SBlock]:
-    """``block`` with its loop nest written chunk by chunk (``_chunk_nest``), or None where it cannot be."""
-    found = _chunk_nest(block, extents, thread_dtype)
-    if found is None:
-        return None
-    nest, store, by_var = found
     try:
         indices = [nest.lane_free(i, by_var) for i in store.indices]
         value = nest.lane_free(store.value, by_var)
     except TypeError:
         return None
-    body = nest.wrap(tirx.BufferStore(store.buffer, value, indices))
+    body = nest.wrap(tirx.BufferStore(store.buffer, value, indices), chunks)
     annotations = {k: v for k, v in block.annotations.items() if k not in DROPPED_ANNOTATIONS}
     return SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init,
                   block.alloc_buffers, block.match_buffers, annotations)
@@ -273,9 +270,9 @@ def _separated_copy(block, extents: Dict[str, int], thread_dtype: Optional[str])
 class _ChunkNest:
     """The loops of a chunked copy: ``outer`` (serial), the threads (bound), ``lane`` (vectorized)."""
 
-    def __init__(self, threads, outer_extent: int, lanes: int, outer_name: str, dtype: str, chunks: int):
+    def __init__(self, threads, outer_extent: int, lanes: int, outer_name: str, dtype: str):
         self.threads, self.lanes, self.dtype = threads, lanes, dtype  # the copy's index type (int64 in some models)
-        self.outer_extent, self.chunks = outer_extent, chunks
+        self.outer_extent = outer_extent
         self.outer, self.lane = tirx.Var(outer_name, dtype), tirx.Var("lane", dtype)
         self.thread_vars = [tirx.Var(tag.replace(".", "_"), dtype) for tag, _ in threads]
         self.chunk = self.outer
@@ -311,10 +308,10 @@ class _ChunkNest:
     def _split_off_lane(self, node):
         return _lane_free_division(node, self.lane, self.lanes, self.analyzer)
 
-    def wrap(self, store):
+    def wrap(self, store, chunks: int):
         body = store
-        if self.outer_extent * math.prod(e for _, e in self.threads) != self.chunks:
-            body = tirx.IfThenElse(self.chunk < self.const(self.chunks), body, None)
+        if self.outer_extent * math.prod(e for _, e in self.threads) != chunks:
+            body = tirx.IfThenElse(self.chunk < self.const(chunks), body, None)
         body = tirx.For(self.lane, self.const(0), self.const(self.lanes), tirx.ForKind.VECTORIZED, body)
         for var, (tag, extent) in reversed(list(zip(self.thread_vars, self.threads))):
             body = tirx.For(var, self.const(0), self.const(extent), tirx.ForKind.THREAD_BINDING, body,
