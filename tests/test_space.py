@@ -120,6 +120,19 @@ def test_pipeline_depth_sets_the_shared_copies_the_analyzer_predicts(tensor_intr
             assert analyzer.estimate(sch).features[0].smem_per_block == copies * tile * k_tile
 
 
+def test_a_padded_operand_tile_is_predicted_to_the_byte(tensor_intrinsics):
+    """N = 1000 pads B to whole 16-column fragments (a classifier head): the analyzer scales the tile
+    by a quotient, and still predicts the kernel's allocation in whole bytes (it once said 15359)."""
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.builder.resources import allocated_shared_bytes
+    from ms_pruner.builder.worker import lowered_tir
+
+    _, target, space = _space("matmul:2048x1000x768:float16:float32", "wmma")
+    sch = _tiled(space, "wmma", None, [[32, 4, 1, 1, 1], [1, 9, 1, 7, 1], [16, 1, 3]])
+    features = StaticAnalyzer.for_target(target).estimate(sch).features[0]
+    assert allocated_shared_bytes(lowered_tir(sch.mod, target)) == [features.smem_per_block] == [15360]
+
+
 def test_permuted_layout_check_drops_the_draws_tvm_cannot_lower(tensor_intrinsics):
     """Without the check this draw reaches the builder and fails there: a k tile of 16 stops TVM's
     lowering of the permuted layout."""
@@ -254,6 +267,13 @@ def test_space_command_reports_sketches_samples_and_rejections(tensor_intrinsics
     assert set(sampling["rejected"]) <= {"PermutedLayoutCheck", "VerifyGPUCode", "replay"}
     assert main(["space", GEMM, "--gpu", "h100", "--space", "mma", "--sample", "-1"]) == 2
     assert "--sample" in capsys.readouterr().err
+    # Where the mma rule takes no block, its space is CUDA-core fallback tiling alone: refused, not searched.
+    one_by_one = "conv2d_nhwc:16x56x56x64x256k1s1p0:float16:float32"
+    assert main(["space", one_by_one, "--gpu", "h100", "--space", "mma", "--sample", "1"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "--space mma" in error[0] and "wmma" in error[0]
+    assert main(["space", one_by_one, "--gpu", "h100", "--space", "auto", "--sample", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["resolved_space"] == "wmma"
 
 
 @needs_nvcc
@@ -595,6 +615,25 @@ def test_a_linear_layers_gemm_gets_mma_sketches_that_copy_its_weights_as_stored(
     assert odd is None
     even = _tiled(space, "m16n8k16", 3, [[16, 1, 2, 4, 1], [1, 24, 4, 4, 1], [24, 1, 2]])
     assert even is not None and fragments_lowerable(even.trace)
+
+
+def test_the_check_keeps_every_wmma_kernel_stock_measured_on_the_h100(tensor_intrinsics, h100_runs):
+    """WMMA's ``_trans`` compute has no mma B fragment to lay out, and every split of that rule is a
+    perfect tile: its kernels with an odd innermost i factor ran on the H100 (stock's conv2d run), and
+    the space's check keeps each of them, as it must keep anything stock MetaSchedule samples."""
+    from ms_pruner.database.records import records_in_file_order, replay_record
+    from ms_pruner.space.checks import PermutedLayoutCheck
+    from ms_pruner.space.operand_layout import compute_intrinsic
+
+    records = records_in_file_order(h100_runs("conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32", "stock"))
+    trans = [r for r in records if compute_intrinsic(r.trace) == "wmma_sync_16x16x16_f16f16f32_trans"]
+    def innermost_i(trace):
+        return int(trace.decisions[next(i for i in trace.insts if i.kind.name == "SamplePerfectTile")][-1])
+
+    odd_i = [r for r in trans if innermost_i(r.trace) % 2]
+    assert len(trans) == 44 and len(odd_i) == 20 and all(r.run_secs for r in odd_i)
+    check = PermutedLayoutCheck()
+    assert all(check.apply(replay_record(r)) for r in trans)
 
 
 @needs_nvcc

@@ -259,8 +259,8 @@ class _KernelTally:
         if is_shared(dst.scope):
             tiles = self.staging_tiles if is_fragment(src.scope) else self.operand_tiles
             copies_kept = self.versions if any(loop.pipelined for loop in block.loops[:block.own_start]) else 1
-            tiles[dst.buffer] = max(tiles.get(dst.buffer, 0.0), copies_kept * block.own_extent
-                                    * dst.elements * dst.dtype_bytes * block.pad_ratio)
+            tiles[dst.buffer] = max(tiles.get(dst.buffer, 0.0), float(round(  # whole bytes: pad_ratio is a quotient
+                copies_kept * block.own_extent * dst.elements * dst.dtype_bytes * block.pad_ratio)))
             self.s_write += stream.bytes_total
             self.main_trips = max(self.main_trips, _outer_serial_trips(block))
         if is_shared(src.scope):

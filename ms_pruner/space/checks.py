@@ -27,7 +27,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.postproc import PyPostproc
 
 from ..mma_k16 import K as MMA_K
-from .operand_layout import TRANS_B_SUFFIX, compute_intrinsic
+from .operand_layout import TRANS_B_SUFFIX, compute_intrinsic, mma_shape_of
 
 PERMUTED_LAYOUT_KEY = "permuted_layout"
 PERMUTED_ROW_ELEMENTS = 32
@@ -52,10 +52,12 @@ def permuted_copies_lowerable(sch) -> bool:
 
 
 def fragments_lowerable(trace) -> bool:
-    """Whether TVM lays out the trace's n-major B fragments: the innermost factor of the mma rule's
-    reduction split (its one ``SamplePerfectTile``; i and j are partitioned) times the instruction's
-    k is a multiple of 32. Traces of another compute pass."""
-    if not (compute_intrinsic(trace) or "").endswith(TRANS_B_SUFFIX):
+    """Whether TVM lays out the trace's n-major mma B fragments: the innermost factor of the mma
+    rule's reduction split (its one ``SamplePerfectTile``; i and j are partitioned) times the
+    instruction's k is a multiple of 32. Traces of another compute pass, WMMA's ``_trans`` among them:
+    its fragments have no such layout, and every split of that rule is a ``SamplePerfectTile``."""
+    compute = compute_intrinsic(trace)
+    if mma_shape_of(compute) is None or not compute.endswith(TRANS_B_SUFFIX):
         return True
     split = next((inst for inst in trace.insts if inst.kind.name == "SamplePerfectTile" and inst in trace.decisions), None)
     return split is None or int(trace.decisions[split][-1]) * MMA_K % B_FRAGMENT_COLUMNS == 0

@@ -124,19 +124,23 @@ def mma_takes(mod, target) -> bool:
 def resolve_space(choice: str, mod, target) -> str:
     """``choice`` with ``auto`` decided: ``all`` on an sm_80+ GPU where the mma rule takes a block of
     ``mod`` (or of one of a list of modules: a model's tasks), else ``wmma``; ``none`` for a target
-    without tensor cores (llvm)."""
+    without tensor cores (llvm). ``mma`` where the rule takes no block is refused: its space would be
+    the rule's CUDA-core fallback tiling alone, no tensor-core kernel in it (``mod`` None: not checked)."""
     if choice not in SPACES:
         raise UserError(f"unknown space '{choice}'; choose one of {', '.join(SPACES)}")
     if target.kind.name != "cuda":
         if choice not in ("auto",):
             raise UserError(f"--space {choice} is a CUDA tensor-core space; target {target.kind.name} has none")
         return "none"
+    mods = mod if isinstance(mod, (list, tuple)) else [mod]
     if choice != "auto":
         if choice in ("mma", "all") and arch_number(target) < MMA_MIN_ARCH:
             raise UserError(f"--space {choice} needs sm_{MMA_MIN_ARCH} or later (cp.async, ldmatrix); "
                             f"target arch is {target.attrs.get('arch')}")
+        if choice == "mma" and mod is not None and not any(mma_takes(m, target) for m in mods):
+            raise UserError("--space mma: TVM's mma rule tensorizes no block of this workload (it takes fp16 GEMM "
+                            "blocks of three loops, S S R; docs/space.md lists which); choose wmma, all or auto")
         return choice
-    mods = mod if isinstance(mod, (list, tuple)) else [mod]
     return "all" if arch_number(target) >= MMA_MIN_ARCH and any(mma_takes(m, target) for m in mods) else "wmma"
 
 
