@@ -617,6 +617,7 @@ def test_a_linear_layers_gemm_gets_mma_sketches_that_copy_its_weights_as_stored(
     assert even is not None and fragments_lowerable(even.trace)
 
 
+@pytest.mark.slow
 def test_the_check_keeps_every_wmma_kernel_stock_measured_on_the_h100(tensor_intrinsics, h100_runs):
     """WMMA's ``_trans`` compute has no mma B fragment to lay out, and every split of that rule is a
     perfect tile: its kernels with an odd innermost i factor ran on the H100 (stock's conv2d run), and
