@@ -133,6 +133,26 @@ def test_a_padded_operand_tile_is_predicted_to_the_byte(tensor_intrinsics):
     assert allocated_shared_bytes(lowered_tir(sch.mod, target)) == [features.smem_per_block] == [15360]
 
 
+def test_the_space_report_names_each_candidates_unroll_step(tensor_intrinsics):
+    """One tiling at two unroll decisions is two kernels to ptxas (a conv2d tiling's local memory
+    goes from a stack to spills to none across them, docs/space.md): the report tells them apart by
+    the step the trace asked for (the mma rule's choices: 0, 16, 32, ..., 1024), in JSON and in text."""
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.evaluation.space_report import describe, format_report
+
+    _, target, space = _space(GEMM, "mma")
+    analyzer = StaticAnalyzer.for_target(target)
+    tiles = [[32, 1, 2, 4, 1], [1, 32, 2, 8, 1], [128, 2, 1]]
+    steps = [describe(_tiled(space, "m16n8k16", 3, tiles, unroll=index), analyzer) for index in (0, 6)]
+    assert [c["unroll_max_step"] for c in steps] == [0, 512]
+    assert steps[0]["tiles"] == steps[1]["tiles"] == tiles
+    text = format_report({"workload": GEMM, "gpu": "h100", "space": "mma", "resolved_space": "mma",
+                          "max_shared_memory_per_block": 0, "sketches": {}, "sketch_pipeline_depths": [],
+                          "sampled": 2, "sampling": {"drawn": 2, "rejected": {}, "duplicates": 0},
+                          "variety": {}, "candidates": steps})
+    assert "depth 3 unroll 0 |" in text and "depth 3 unroll 512 |" in text
+
+
 def test_permuted_layout_check_drops_the_draws_tvm_cannot_lower(tensor_intrinsics):
     """Without the check this draw reaches the builder and fails there: a k tile of 16 stops TVM's
     lowering of the permuted layout."""

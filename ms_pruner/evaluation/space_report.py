@@ -85,6 +85,7 @@ def describe(sch, analyzer) -> dict:
         "family": sketch_family(sch.trace),
         "instruction": tensor_instruction(sch.trace),
         "pipeline_depth": pipeline_depth(sch.trace),
+        "unroll_max_step": max((f.unroll_max_step for f in features), default=0),
         "geometry": geometry_name(kernel_geometry(features)),
         "tiles": [list(t) for t in tile_decisions(sch.trace)],
         "intrinsics": tensor_intrinsics(sch.trace),
@@ -211,7 +212,8 @@ def format_report(report: dict) -> str:
     if "analyzer_agreement" in report:
         lines.append(f"built {report['built']}, errors {report['errors']}; analyzer: {report['analyzer_agreement']}")
     for index, c in enumerate(report["candidates"]):
-        head = f"[{index}] {c['instruction'] or 'other'} depth {c['pipeline_depth'] or '-'} | {c['geometry']}"
+        head = (f"[{index}] {c['instruction'] or 'other'} depth {c['pipeline_depth'] or '-'} unroll "
+                f"{c['unroll_max_step']} | {c['geometry']}")
         synchronous = c["analyzer_synchronous_copies"]
         pred = (f"analyzer {c['analyzer_shared_bytes']} B shared, {c['analyzer_registers']:g} regs"
                 f"{', spills' if c['analyzer_spills'] else ''}"
