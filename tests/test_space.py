@@ -243,6 +243,54 @@ def test_family_floor_takes_the_short_family_in_the_order_given():
     assert floored == ["wa1", "wa2", "mx1", "my1"] and left == ["wb1", "wb2", "mx2", "mx3"]
 
 
+def test_a_family_the_draft_lost_comes_back_from_the_population():
+    from ms_pruner.search.first_round.families import with_population_families
+
+    family, latency, key = (lambda name: name[0]), (lambda name: int(name[1:])), (lambda name: name)  # noqa: E731
+    draft, population = ["w1", "w2", "w3"], ["w1", "w2", "w3", "w9", "m7", "m4", "m5", "m4", "m6"]
+    assert with_population_families(draft, population, family, 2, latency, key, set()) == draft + ["m4", "m5"]
+    assert with_population_families(draft, population, family, 2, latency, key, {"m4"}) == draft + ["m5", "m6"]
+    # A family at its floor in the draft, or absent from the population, is left as it is.
+    at_floor = draft + ["m6", "m7"]
+    assert with_population_families(at_floor, population, family, 2, latency, key, set()) == at_floor
+    assert with_population_families(draft, draft, family, 2, latency, key, set()) == draft
+
+
+def test_the_cold_draft_keeps_each_family_the_population_holds(tensor_intrinsics):
+    """The cold round's evolution selects on the analyzer alone: with PrunerSearch's defaults on two
+    threads, the H100 ``all`` space of an fp16 ``matmul_nt`` drafted 256 WMMA kernels and no mma
+    one, although its samples held some (most spill, and the analyzer puts them far behind), so the
+    family floor had nothing to measure. The first-round policy brings a lost family's best-estimated
+    samples back before it climbs."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.cost_model import PaCM
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import FirstRoundConfig, PrunerConfig, PrunerSearch
+    from ms_pruner.search.stats import RoundStats
+    from ms_pruner.space import sketch_family, tuning_space
+
+    mod = tvm.IRModule({"main": parse_workload("matmul_nt:2048x2304x768:float16:float32").prim_func()})
+    _, target, generator = tuning_space("all", mod, get_gpu_spec("h100").target())
+    strategy = PrunerSearch(PrunerConfig(cold_population=64), FirstRoundConfig(cold_climb_starts=0), seed=0)
+    context = ms.TuneContext(mod=mod, target=target, space_generator=generator, search_strategy=strategy,
+                             task_name="main", rand_state=0, num_threads=2)
+    context.pre_tuning(max_trials=64, num_trials_per_iter=32, design_spaces=context.generate_design_space(),
+                       database=ms.database.MemoryDatabase(), cost_model=PaCM(seed=0))
+    population = strategy.space.sample(48, 0)
+    mma = [s for s in population if sketch_family(s.trace) == "mma"]
+    wmma_draft = [s for s in population if sketch_family(s.trace) == "wmma"]
+    assert mma and wmma_draft
+    stats = RoundStats({})
+    draft = strategy.first_round.expand_draft(wmma_draft, 32, set(), stats, population)
+    added = draft[len(wmma_draft):]
+    estimate = lambda s: strategy.facts.estimate(s).latency_s  # noqa: E731
+    assert len(added) == stats["population_families"] == min(8, len(mma))  # a quarter of the batch
+    assert {sketch_family(s.trace) for s in added} == {"mma"}
+    assert max(map(estimate, added)) <= min(estimate(s) for s in mma if s not in added)
+
+
 @needs_nvcc
 @pytest.mark.parametrize("gpu", ["h100", "a100"])
 @pytest.mark.slow

@@ -9,7 +9,7 @@ results. The first-round policy (first_round/) acts on a cold round and its foll
 from __future__ import annotations
 
 import random
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
@@ -167,9 +167,9 @@ class PrunerSearch(PySearchStrategy):
         full_batch = batch
         if policy is not None and split:
             batch = policy.cold_trials(batch)
-        draft = self._draft(self.best is None, stats)
+        draft, population = self._draft(self.best is None, stats)
         if policy is not None:
-            draft = policy.expand_draft(draft, batch, self.measured, stats)
+            draft = policy.expand_draft(draft, batch, self.measured, stats, population)
         droplet = self._droplet(stats, self.round >= self.settings.droplet_after)
         with stats.stage("verify"):
             rules = BatchRules(batch, self.settings.droplet_share, self.settings.eps_greedy,
@@ -193,7 +193,7 @@ class PrunerSearch(PySearchStrategy):
         stats["follow_up"] = True
         if pending.resumed:
             self.facts.new_round()
-            draft = self._draft(False, stats)
+            draft, _ = self._draft(False, stats)
         else:
             draft = [s for s in self.carry if self.facts.key(s) not in self.measured]
             stats.update(carried=len(draft), population=0, sample_s=0.0, draft_s=0.0, draft=len(draft), generations=0)
@@ -210,8 +210,8 @@ class PrunerSearch(PySearchStrategy):
             stats["follow_up_due"] = self.follow_up.sizes[0]
         return picks
 
-    def _draft(self, cold: bool, stats: RoundStats) -> List:
-        """The population, evolved with the analyzer: the unmeasured candidates of a round."""
+    def _draft(self, cold: bool, stats: RoundStats) -> Tuple[List, List]:
+        """(the draft: the population evolved with the analyzer, a round's unmeasured candidates; the population)."""
         before = counters(self.sampler)
         with stats.stage("sample"):
             best = []
@@ -226,7 +226,7 @@ class PrunerSearch(PySearchStrategy):
         stats["population"] = len(population)
         draft = self.draft.evolve(population, cold, lambda s: self.facts.key(s) not in self.measured, stats)
         stats["draft"] = len(draft)
-        return draft
+        return draft, population
 
     def _droplet(self, stats: RoundStats, wanted: bool) -> List:
         """Unmeasured Droplet neighbours of the best measured schedule (when ``wanted``)."""

@@ -23,7 +23,7 @@ from typing import Callable, Iterable, List, Optional
 
 from .arrangement import arrangement_variant_traces
 from .climb import best_of_best_geometries, cold_climb, new_schedules, per_rule_family
-from .families import family_lookup, with_family_floor
+from .families import family_lookup, with_family_floor, with_population_families
 from .fetch_width import widen_narrow_picks, with_wide_fetch_variants
 from .follow_up import FollowUp, resumed_follow_up, slice_sizes
 from .geometry import capped_per_group
@@ -52,8 +52,9 @@ class FirstRoundPolicy:
             return None
         return max(1, int(round(batch * self.config.cold_geometry_share)))
 
-    def expand_draft(self, draft: List, batch: int, measured: set, stats) -> List:
-        """``draft`` and what the analyzer climb adds: the schedules it visits from the best
+    def expand_draft(self, draft: List, batch: int, measured: set, stats, population: Optional[List] = None) -> List:
+        """``draft``, with each rule family of ``population`` it lost brought back (``cold_family_share``
+        of the batch: families.py), and what the analyzer climb adds: the schedules it visits from the best
         geometries, the wide fetch-width variants of each one's best members (as many members as a
         geometry's capped picks need to alternate between two tied variants: half the cap; one
         when no cap holds), and the fragment arrangements of the ``cold_arranged_geometries`` best.
@@ -63,9 +64,15 @@ class FirstRoundPolicy:
         a climb only changes tile factors, so from m16n8k8 starts it never reaches m16n8k16; with
         ``cold_climb_transplants``, each mma instruction's best tilings after the climb are also tried
         on the other's sketch."""
+        facts, cap, group = self.facts, self.geometry_cap(batch), self._climb_group()
+        floor = int(batch * self.config.cold_family_share)
+        if floor > 0 and population:
+            size = len(draft)
+            draft = with_population_families(draft, population, family_lookup(draft + population), floor,
+                                             lambda s: facts.estimate(s).latency_s, facts.key, measured)
+            stats["population_families"] = len(draft) - size
         if self.config.cold_climb_starts <= 0:
             return draft
-        facts, cap, group = self.facts, self.geometry_cap(batch), self._climb_group()
         with stats.stage("climb"):
             replays = self.space.replays
             climbed, variants, arranged = cold_climb(
