@@ -56,6 +56,38 @@ def test_every_sampled_candidate_lowers(candidates, gpu):
     assert stock_failures > 0, "the stock build path no longer fails: is the workaround still needed?"
 
 
+def test_a_write_back_whose_vectors_cross_fragment_rows_lowers(tensor_intrinsics):
+    """The WMMA rule samples 1-4 lanes for the accumulators' write-back; 3 lanes over 16-column
+    fragments cross rows, and for this tiling of BERT's QKV GEMM (a seeded H100 cold round's pick)
+    TVM's own pipeline stops at ThreadSync on what its common-subexpression pass made of that index.
+    The builder lowers it again without that pass: gathered lanes, the same kernel otherwise."""
+    from tvm.s_tir.meta_schedule.builder.local_builder import default_build
+
+    from ms_pruner.builder import cuda_sources
+    from ms_pruner.evaluation.space_report import tensor_intrinsics as intrinsics_of
+    from ms_pruner.search.droplet import TILE_SAMPLES
+    from ms_pruner.space import tuning_space
+
+    workload = parse_workload("matmul_nt:2048x2304x768:float16:float32")
+    _, target, generator = tuning_space("all", workload.prim_func(), get_gpu_spec("h100").target())
+    space = DesignSpace(workload.prim_func(), target, space=generator)
+    sketch = next(s for s in space.sketches if "wmma_load_16x16x16_f16_b_trans_shared_dyn" in intrinsics_of(s))
+    tiles = iter([[2, 8, 4, 1, 2], [8, 2, 1, 3, 3], [6, 4, 2]])
+    categorical = iter([2, 2, 3, 3])  # write-back 3 lanes; A 4, B 8 lanes; unroll step 64
+
+    def provide(inst, inputs, attrs, decision):
+        if inst.kind.name == "SampleCategorical":
+            return next(categorical)
+        return next(tiles) if inst.kind.name in TILE_SAMPLES else decision
+
+    sch = space.replay(sketch, seed=1, decision_provider=provide)
+    assert sch is not None and "vectorized(3)" in sch.mod.script()
+    assert any("make_float3" in source for source in cuda_sources(sch.mod, target, use_nvcc=False))
+    with pytest.raises(Exception, match="eval_vec_"):
+        with cuda_compile_scope(target):
+            default_build(sch.mod, target, None)
+
+
 def test_the_mma_index_maps_equal_tvms():
     """The builder's workers register the mma lowering's index maps themselves (mma_layouts.py); they
     must map every element of a tile as TVM's tensor_intrin module does."""

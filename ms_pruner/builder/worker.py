@@ -25,6 +25,7 @@ from .mma_layouts import register_mma_layouts
 
 # Environment switch read in the worker: "0" leaves CUDA compilation to TVM (see build_candidate).
 COMPILE_DEVICE_CODE_ENV = "MS_PRUNER_COMPILE_DEVICE_CODE"
+VECTOR_LET_CHECK = "eval_vec_"  # ThreadSync's check on a vector index (``_with_cse_fallback``)
 
 
 def build_pass_config(target) -> Dict[str, object]:
@@ -53,19 +54,26 @@ def lower_candidate(mod, target, use_nvcc: bool = True):
     ``use_nvcc`` is False; elsewhere the device code stays source.
     """
     mod = _ready_to_lower(mod)
-    with _pass_context(target), cuda_compile_scope(target, use_nvcc):
-        return tvm.compile(mod, target=target)
+
+    def lower(context):
+        with context, cuda_compile_scope(target, use_nvcc):
+            return tvm.compile(mod, target=target)
+
+    return _with_cse_fallback(lower, target)
 
 
 def lowered_tir(mod, target):
     """``mod`` through TVM's TIR pipeline for ``target`` as ``lower_candidate`` lowers it, stopping
     before host and device are split and code is generated: what decides the kernel, for less."""
     mod = _ready_to_lower(mod)
-    with _pass_context(target):
-        host = target.host or tvm.target.Target("llvm" if tvm.runtime.enabled("llvm") else "c")
-        mod = tvm.tirx.transform.BindTarget(target.with_host(host))(mod)
-        pipeline, _, _ = tvm.tirx.get_default_tir_pipeline(target)
-        return pipeline(mod)
+    host = target.host or tvm.target.Target("llvm" if tvm.runtime.enabled("llvm") else "c")
+
+    def lower(context):
+        with context:
+            pipeline, _, _ = tvm.tirx.get_default_tir_pipeline(target)
+            return pipeline(tvm.tirx.transform.BindTarget(target.with_host(host))(mod))
+
+    return _with_cse_fallback(lower, target)
 
 
 def _ready_to_lower(mod):
@@ -76,8 +84,23 @@ def _ready_to_lower(mod):
     return prepare_permuted_copies(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod))
 
 
-def _pass_context(target):
-    return tvm.transform.PassContext(opt_level=3, config=build_pass_config(target))
+def _pass_context(target, **options):
+    return tvm.transform.PassContext(opt_level=3, config={**build_pass_config(target), **options})
+
+
+def _with_cse_fallback(lower, target):
+    """``lower(pass_context)``, again without TIR's common-subexpression elimination where it left
+    ThreadSync a vector index it cannot read. A copy whose vector lanes cross a row of its tile (a
+    WMMA write-back 3 lanes wide over 16-column fragments, as the rule samples) has an index that is
+    no ramp; CommonSubexprElim binds its parts to vector-typed lets, and ThreadSync then stops with
+    "Check failed: (eval_vec_)". Without the pass the copy lowers as gathered lanes; nvcc eliminates
+    common subexpressions itself. Only a candidate the first lowering rejects is lowered twice."""
+    try:
+        return lower(_pass_context(target))
+    except Exception as err:  # pylint: disable=broad-except
+        if VECTOR_LET_CHECK not in str(err):
+            raise
+    return lower(_pass_context(target, **{"tirx.disable_cse_tir": True}))
 
 
 @dataclasses.dataclass
