@@ -84,8 +84,8 @@ def _ready_to_lower(mod):
     return prepare_permuted_copies(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod))
 
 
-def _pass_context(target, **options):
-    return tvm.transform.PassContext(opt_level=3, config={**build_pass_config(target), **options})
+def _pass_context(target, options: Optional[dict] = None):
+    return tvm.transform.PassContext(opt_level=3, config={**build_pass_config(target), **(options or {})})
 
 
 def _with_cse_fallback(lower, target):
@@ -100,7 +100,7 @@ def _with_cse_fallback(lower, target):
     except Exception as err:  # pylint: disable=broad-except
         if VECTOR_LET_CHECK not in str(err):
             raise
-    return lower(_pass_context(target, **{"tirx.disable_cse_tir": True}))
+    return lower(_pass_context(target, {"tirx.disable_cse_tir": True}))
 
 
 @dataclasses.dataclass

@@ -7,7 +7,8 @@ each family from the start lets the verify model and the Droplet rounds find whi
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Hashable, List, Optional
+import collections
+from typing import Callable, List, Optional
 
 from ...space import sketch_family
 
@@ -24,9 +25,7 @@ def with_family_floor(picks: List, ranked_rest: List, family: Callable, floor: i
     ``ranked_rest`` hold (as far as it has members): the lowest-ranked picks of the families above
     their floor give way to the best-ranked unpicked members of those below it (in ``order`` of
     them where given: e.g. one a geometry first), same batch size."""
-    counts: Dict[Hashable, int] = {}
-    for sch in picks:
-        counts[family(sch)] = counts.get(family(sch), 0) + 1
+    counts = collections.Counter(map(family, picks))
     for sch in ranked_rest:
         counts.setdefault(family(sch), 0)
     picks, rest = list(picks), list(ranked_rest)
@@ -53,12 +52,10 @@ def with_population_families(draft: List, population: List, family: Callable, fl
     well below the other leaves the draft whole (an fp16 ``matmul_nt`` for the H100: 24 of 546
     draws mma, 0 of 256 drafted), and the floor and the climbs, which work on the draft, would have
     none of it to measure."""
-    counts: Dict[Hashable, int] = {}
-    for sch in draft:
-        counts[family(sch)] = counts.get(family(sch), 0) + 1
+    counts = collections.Counter(map(family, draft))
     held = {key(s) for s in draft} | set(excluded)
     added: List = []
-    for short in sorted({family(s) for s in population if counts.get(family(s), 0) < floor}, key=str):
+    for short in sorted({family(s) for s in population if counts[family(s)] < floor}, key=str):
         members = {key(s): s for s in population if family(s) == short and key(s) not in held}
-        added += sorted(members.values(), key=latency)[:floor - counts.get(short, 0)]
+        added += sorted(members.values(), key=latency)[:floor - counts[short]]
     return draft + added

@@ -46,6 +46,10 @@ class FirstRoundPolicy:
         """How many of a first batch of ``batch`` the cold round measures."""
         return max(1, int(round(batch * self.config.cold_batch_share)))
 
+    def _family_floor(self, picks: int) -> int:
+        """Least members of ``picks`` each rule family keeps (``cold_family_share``)."""
+        return int(picks * self.config.cold_family_share)
+
     def geometry_cap(self, batch: int) -> Optional[int]:
         """Most of a cold batch of ``batch`` one kernel geometry's best-ranked picks may take."""
         if self.config.cold_geometry_share >= 1.0:
@@ -64,15 +68,15 @@ class FirstRoundPolicy:
         a climb only changes tile factors, so from m16n8k8 starts it never reaches m16n8k16; with
         ``cold_climb_transplants``, each mma instruction's best tilings after the climb are also tried
         on the other's sketch."""
-        facts, cap, group = self.facts, self.geometry_cap(batch), self._climb_group()
-        floor = int(batch * self.config.cold_family_share)
+        floor = self._family_floor(batch)
         if floor > 0 and population:
             size = len(draft)
             draft = with_population_families(draft, population, family_lookup(draft + population), floor,
-                                             lambda s: facts.estimate(s).latency_s, facts.key, measured)
+                                             lambda s: self.facts.estimate(s).latency_s, self.facts.key, measured)
             stats["population_families"] = len(draft) - size
         if self.config.cold_climb_starts <= 0:
             return draft
+        facts, cap, group = self.facts, self.geometry_cap(batch), self._climb_group()
         with stats.stage("climb"):
             replays = self.space.replays
             climbed, variants, arranged = cold_climb(
@@ -125,7 +129,7 @@ class FirstRoundPolicy:
         rule family it holds: cut by rank alone the cold carry can lose a family the analyzer ranks
         low (a 16-thread round's draft of 660 held 37 mma members, none among its best 192), and
         then the follow-up slices and the family floor have none of it."""
-        floor = int(keep * self.config.cold_family_share)
+        floor = self._family_floor(keep)
         if floor == 0 or len(ranked) <= keep:
             return ranked[:keep]
         return with_family_floor(ranked[:keep], ranked[keep:], family_lookup(ranked), floor)[0]
@@ -135,7 +139,7 @@ class FirstRoundPolicy:
         holds (a space of one family is left as it is), a family's best of each kernel geometry
         first; the picks given up are carried over first. ``family_floor`` counts the picks the
         floor brought in, by family: a family the draft ranks high enough needs none."""
-        floor = int(batch * self.config.cold_family_share)
+        floor = self._family_floor(batch)
         family = family_lookup(picks + carry)
         ranked_picks = {id(s) for s in picks}
         if floor > 0 and len({family(s) for s in picks + carry}) > 1:
