@@ -258,9 +258,9 @@ def test_a_family_the_draft_lost_comes_back_from_the_population():
 
 def test_the_cold_draft_keeps_each_family_the_population_holds(tensor_intrinsics):
     """The cold round's evolution selects on the analyzer alone: with PrunerSearch's defaults on two
-    threads, the H100 ``all`` space of an fp16 ``matmul_nt`` drafted 256 WMMA kernels and no mma
-    one, although its samples held some (most spill, and the analyzer puts them far behind), so the
-    family floor had nothing to measure. The first-round policy brings a lost family's best-estimated
+    threads, the H100 ``all`` space of an fp16 ``matmul_nt`` gave a draft with no mma kernel,
+    although its samples held some (most spill, and the analyzer puts them far behind), so the
+    family floor had nothing to measure and the round picked 32 WMMA kernels (``cold_rounds``). The first-round policy brings a lost family's best-estimated
     samples back before it climbs."""
     import tvm
     from tvm.s_tir import meta_schedule as ms

@@ -49,9 +49,9 @@ def with_population_families(draft: List, population: List, family: Callable, fl
     """``draft`` with, for each family of ``population`` that holds fewer than ``floor`` of the
     draft's members, that family's ``floor`` best-estimated unmeasured members of the population.
     The evolution that makes the draft selects on the analyzer alone, so a family it estimates
-    well below the other leaves the draft whole (an fp16 ``matmul_nt`` for the H100: 24 of 546
-    draws mma, 0 of 256 drafted), and the floor and the climbs, which work on the draft, would have
-    none of it to measure."""
+    well below the other leaves the draft whole (an fp16 ``matmul_nt`` for the H100: a default cold
+    round picked 32 WMMA kernels and no mma one, ``cpu/space/suite_h100.json.gz`` ``cold_rounds``),
+    and the floor and the climbs, which work on the draft, would have none of it to measure."""
     counts = collections.Counter(map(family, draft))
     held = {key(s) for s in draft} | set(excluded)
     added: List = []
