@@ -1,5 +1,6 @@
 """Shared fixtures: the real H100 databases in ../shared/data, tool availability."""
 
+import logging
 import os
 import shutil
 
@@ -68,3 +69,16 @@ def tensor_intrinsics():
     register_tensor_intrinsics()
 
     return True
+
+
+@pytest.fixture(autouse=True)
+def _no_console_handler_on_a_closed_stream():
+    """``ms.tune_tir`` gives MetaSchedule's logger a console handler on the ``sys.stdout`` of the
+    moment, which under pytest is a capture that closes with its test; a later test's MetaSchedule
+    log line then prints a 'Logging error' traceback into that test's captured stderr."""
+    yield
+    logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    for handler in list(logger.handlers):
+        stream = getattr(handler, "stream", None)
+        if stream is not None and getattr(stream, "closed", False):
+            logger.removeHandler(handler)
