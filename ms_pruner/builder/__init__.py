@@ -25,6 +25,7 @@ from .parity_unroll import PARITY_UNROLL_ENV, parity_loops_unrolled
 from .pool import KeptPoolBuilder
 from .resources import KernelResources, candidate_resources, cuda_source_resources, parse_ptxas_report
 from .runner_args import cached_alloc_argument, forget_cached_arguments
+from .wait_counts import PRUNER_TIR_PIPELINE, register_pruner_pipeline
 from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, cuda_sources,
                      export_candidate, lower_candidate)
 
@@ -88,6 +89,7 @@ __all__ = [
     "BUILDER_KINDS",
     "COPY_LANES_ENV",
     "PARITY_UNROLL_ENV",
+    "PRUNER_TIR_PIPELINE",
     "BuiltCandidate",
     "KernelResources",
     "build_candidate",
@@ -113,5 +115,6 @@ __all__ = [
     "parse_ptxas_report",
     "replace_cuda_sources",
     "prepare_permuted_copies",
+    "register_pruner_pipeline",
     "start_builder_workers",
 ]

@@ -22,6 +22,7 @@ from .cuda_binary import compile_cuda_to_cubin, make_fpack_imports
 from .copy_lanes import prepare_permuted_copies
 from .cuda_compile import cuda_compile_scope, cuda_runtime_loaded
 from .mma_layouts import register_mma_layouts
+from .wait_counts import PRUNER_TIR_PIPELINE, register_pruner_pipeline
 
 # Environment switch read in the worker: "0" leaves CUDA compilation to TVM (see build_candidate).
 COMPILE_DEVICE_CODE_ENV = "MS_PRUNER_COMPILE_DEVICE_CODE"
@@ -57,7 +58,7 @@ def lower_candidate(mod, target, use_nvcc: bool = True):
 
     def lower(context):
         with context, cuda_compile_scope(target, use_nvcc):
-            return tvm.compile(mod, target=target)
+            return tvm.compile(mod, target=target, tir_pipeline=PRUNER_TIR_PIPELINE)
 
     return _with_cse_fallback(lower, target)
 
@@ -70,7 +71,7 @@ def lowered_tir(mod, target):
 
     def lower(context):
         with context:
-            pipeline, _, _ = tvm.tirx.get_default_tir_pipeline(target)
+            pipeline, _, _ = tvm.tirx.get_tir_pipeline(PRUNER_TIR_PIPELINE)
             return pipeline(tvm.tirx.transform.BindTarget(target.with_host(host))(mod))
 
     return _with_cse_fallback(lower, target)
@@ -78,9 +79,10 @@ def lowered_tir(mod, target):
 
 def _ready_to_lower(mod):
     """``mod`` without MetaSchedule's weight-layout rewrite blocks and with its swizzled copies split
-    by chunk (copy_lanes.py); also registers the mma index maps lowering looks up (mma_layouts.py),
-    since every lowering here starts with this."""
+    by chunk (copy_lanes.py); also registers the mma index maps lowering looks up (mma_layouts.py)
+    and the pipeline it lowers with (wait_counts.py), since every lowering here starts with this."""
     register_mma_layouts()
+    register_pruner_pipeline()
     return prepare_permuted_copies(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod))
 
 

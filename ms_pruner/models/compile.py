@@ -7,7 +7,8 @@ tensor-core kernels a tuning run measured were built by our builder under its pa
 rejects a tuned fp16->fp32 WMMA kernel at lowering ("tvm_access_ptr element type must match the
 source buffer"), so a model tuned on CUDA did not compile. ``compile_tuned`` is the same pipeline,
 from TVM's public passes, under those options, with the tuned kernels' swizzled copies split by
-chunk as the builder splits them (``builder.prepare_permuted_copies``).
+chunk as the builder splits them (``builder.prepare_permuted_copies``), lowered by the builder's TIR
+pipeline (``builder.wait_counts``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from tvm import relax
 from tvm.relax import pipeline as relax_pipeline
 from tvm.s_tir import dlight
 
-from ..builder import build_pass_config, cuda_compile_scope, prepare_permuted_copies
+from ..builder import (PRUNER_TIR_PIPELINE, build_pass_config, cuda_compile_scope, prepare_permuted_copies,
+                       register_pruner_pipeline)
 
 
 def compile_tuned(database, mod, target, params: Optional[Dict] = None):
@@ -40,9 +42,10 @@ def compile_tuned(database, mod, target, params: Optional[Dict] = None):
             mod = _default_gpu_schedules()(mod)
         return tvm.transform.Sequential(lower)(mod)
 
+    register_pruner_pipeline()
     with target, database, tvm.transform.PassContext(opt_level=3, config=build_pass_config(target)), \
             cuda_compile_scope(target):  # on a GPU machine codegen compiles CUDA here: nvcc, not NVRTC
-        return relax.build(mod, target=target, relax_pipeline=tuned_pipeline)
+        return relax.build(mod, target=target, relax_pipeline=tuned_pipeline, tir_pipeline=PRUNER_TIR_PIPELINE)
 
 
 def _default_gpu_schedules():
