@@ -5,7 +5,8 @@ and with ``build`` each candidate lowered as the builder lowers it and compiled 
 status, the tensor intrinsics it uses, the SASS instruction counts that show which hardware path it
 takes (HMMA, LDSM, LDGSTS; LDL/STL for spills), the shared memory the compiled kernel allocates
 (TVM's dynamic allocation plus ptxas's static one) and what the analyzer predicted of it from the
-schedule before lowering: shared bytes, registers, spill.
+schedule before lowering: shared bytes, registers, spill; with ``emulate`` whether each candidate's
+kernels compute the workload (ms_pruner.emulator).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Dict, List
 from ..analysis import StaticAnalyzer
 from ..analysis.geometry import geometry_name, kernel_geometry
 from ..analysis.gpu_model import uses_local_memory
+from ..emulator import EmulatedChecker
 from ..builder import cuda_sources, default_max_workers
 from ..builder.parity_unroll import PRAGMA as PARITY_PRAGMA
 from ..builder.resources import allocated_shared_bytes, cuda_source_compile
@@ -50,6 +52,7 @@ class SpaceQuery:
     build: bool = False
     seed: int = 0
     jobs: int = 1
+    emulate: bool = False  # each candidate's kernels run by the emulator against the exact result
 
 
 def sample_with_verdicts(space, count: int, seed: int):
@@ -166,6 +169,11 @@ def space_report(query: SpaceQuery) -> dict:
             candidate.update(result)
             if result["status"] == "built":
                 candidate["spills"] = register_spill(candidate)
+    if query.emulate:
+        checker = EmulatedChecker(workload, target)
+        checked = map_on_threads(lambda sch: checker.check(sch.mod).as_json(), schedules, threads=query.jobs)
+        for candidate, result in zip(candidates, checked):
+            candidate["emulated"] = result
     report = {
         "workload": workload.spec, "gpu": gpu.name, "space": query.space, "resolved_space": resolved,
         "max_shared_memory_per_block": int(target.attrs.get("max_shared_memory_per_block", 0)),
@@ -180,6 +188,8 @@ def space_report(query: SpaceQuery) -> dict:
     }
     if query.build:
         report["analyzer_agreement"] = agreement(candidates)
+    if query.emulate:
+        report["emulated"] = dict(collections.Counter(c["emulated"]["status"] for c in candidates))
     return report
 
 
@@ -211,6 +221,8 @@ def format_report(report: dict) -> str:
              f"variety: {report['variety']}"]
     if "analyzer_agreement" in report:
         lines.append(f"built {report['built']}, errors {report['errors']}; analyzer: {report['analyzer_agreement']}")
+    if "emulated" in report:
+        lines.append(f"emulated: {report['emulated']}")
     for index, c in enumerate(report["candidates"]):
         head = (f"[{index}] {c['instruction'] or 'other'} depth {c['pipeline_depth'] or '-'} unroll "
                 f"{c['unroll_max_step']} | {c['geometry']}")
@@ -225,22 +237,33 @@ def format_report(report: dict) -> str:
                      f" | SASS {sass}")
         elif c.get("status") == "error":
             pred += f" | ERROR {c['error']}"
+        if "emulated" in c:
+            pred += " | emulated: " + _emulated(c["emulated"])
         lines.extend([head, "    " + pred])
     return "\n".join(lines)
 
 
+def _emulated(check: dict) -> str:
+    status = check["status"].upper() if check["status"] != "right" else "right"
+    error = f", error {check['error']:.1e}" if check["error"] is not None else ""
+    why = f": {check['reason']}" if check["reason"] else ""
+    return f"{status}{error} ({'; '.join(check['blocks'])} blocks, {check['seconds']:.0f} s){why}"
+
+
 def cmd_space(args) -> int:
     report = space_report(SpaceQuery(workload=args.workload, gpu=args.gpu, space=args.space, sample=args.sample,
-                                     build=args.build, seed=args.seed, jobs=args.jobs or default_max_workers()))
+                                     build=args.build, seed=args.seed, jobs=args.jobs or default_max_workers(),
+                                     emulate=args.emulate))
     if args.json:
         print(json.dumps(report))
     else:
         print(format_report(report))
-    return 1 if report["errors"] else 0
+    not_right = sum(n for status, n in report.get("emulated", {}).items() if status in ("wrong", "fault"))
+    return 1 if report["errors"] or not_right else 0
 
 
 def add_space_command(sub) -> None:
-    """``ms-pruner space WORKLOAD [--gpu NAME] [--space ...] [--sample N] [--build] [--json]``."""
+    """``ms-pruner space WORKLOAD [--gpu NAME] [--space ...] [--sample N] [--build] [--emulate] [--json]``."""
     parser = sub.add_parser("space", help="inspect a design space: sketches, samples, and with --build their "
                                           "kernels compiled with nvcc (no GPU needed)")
     parser.add_argument("workload", help="workload spec, e.g. matmul:4096x4096x4096:float16:float32")
@@ -249,6 +272,8 @@ def add_space_command(sub) -> None:
     parser.add_argument("--sample", type=int, default=8, help="distinct valid candidates to draw")
     parser.add_argument("--build", action="store_true",
                         help="lower and compile each candidate with nvcc; read its SASS and shared memory")
+    parser.add_argument("--emulate", action="store_true",
+                        help="run each candidate's lowered kernels on the CPU and hold them against the exact result")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=None, help="candidates built at once (default: the builder's workers, the physical cores)")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")

@@ -5,6 +5,8 @@ TVM PR #18528; every reported kernel is therefore run once more, on this machine
 workload's random inputs and held against the exact result (numpy, float64). The error is the
 largest absolute difference over the largest absolute reference value; where torch has the operator
 (cuBLAS, cuDNN on a GPU) its error on the same inputs is reported beside, as the bar for the dtype.
+With ``emulate`` the kernels run in the emulator instead (ms_pruner.emulator): a GPU run's records
+checked on a machine without one, for the target each record names.
 """
 
 from __future__ import annotations
@@ -18,17 +20,14 @@ import numpy as np
 import tvm
 
 from ..builder import lower_candidate
+from ..emulator import EmulatedChecker
 from ..database.records import fastest_records, mean_latency, open_database, records_for, replay_record
 from ..errors import UserError, require_positive
 from ..hardware import resolve_target
 from ..space.families import tensor_instruction
-from ..workloads import parse_workload
+from ..workloads import parse_workload, relative_error
 from .driver import normalized_mod
 from .reference import torch_operation
-
-# Largest normalised error a correct kernel shows: fp32 results of fp16 products accumulated in fp32,
-# and fp16 results (accumulated in fp16 by the fp16 mma groups, ~sqrt(K) roundings of 2^-11).
-TOLERANCE = {"float32": 1e-3, "float16": 5e-2}
 
 
 @dataclasses.dataclass
@@ -43,38 +42,52 @@ class OutputCheck:
     torch_error: Optional[float]  # torch's own, on the same inputs (None where it has no such op)
     rank: int = 1  # 1 for the run's fastest record, 2 for the next, ...
     instruction: Optional[str] = None  # m16n8k8, m16n8k16 or wmma; None off tensor cores
+    emulated: Optional[dict] = None  # the emulator's EmulatedCheck where it ran the kernel instead
 
     @property
     def passed(self) -> bool:
+        if self.emulated is not None:
+            return self.emulated["status"] == "right"
         return bool(np.isfinite(self.error)) and self.error <= self.tolerance
 
     def as_json(self) -> dict:
         return dict(dataclasses.asdict(self), passed=self.passed)
 
 
-def check_fastest(work_dir: str, spec: str, target, top: int = 1) -> List[OutputCheck]:
+def check_fastest(work_dir: str, spec: str, target, top: int = 1, emulate: bool = False) -> List[OutputCheck]:
     """Build ``work_dir``'s ``top`` fastest records of ``spec`` as the builder does and check each
-    one's output on this machine's device (a new intrinsic's kernels beside the best)."""
+    one's output on this machine's device (a new intrinsic's kernels beside the best), or in the
+    emulator for the record's own target."""
     require_positive("--top", top)
     workload = parse_workload(spec)
     mod = normalized_mod(workload.prim_func())
     records = fastest_records(records_for(open_database(work_dir), mod), top)
     if not records:
         raise UserError(f"'{work_dir}' holds no valid record of {spec}")
-    device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
     inputs = workload.random_inputs(seed=1)
     exact = workload.reference(inputs)
-    torch_error = _torch_error(workload, inputs, exact, target)
+    torch_error = None if emulate else _torch_error(workload, inputs, exact, target)
     checks = []
     for rank, record in enumerate(records, start=1):
-        executable = lower_candidate(replay_record(record).mod, record.target)
-        out = tvm.runtime.tensor(np.zeros(workload.output_shape(), dtype=workload.out_dtype), device)
-        executable(*[tvm.runtime.tensor(x, device) for x in inputs], out)
-        checks.append(OutputCheck(work_dir=work_dir, workload=spec, best_latency_s=mean_latency(record),
-                                  error=_error(out.numpy(), exact), tolerance=TOLERANCE.get(workload.out_dtype, 1e-3),
-                                  torch_error=torch_error, rank=rank,
-                                  instruction=tensor_instruction(record.trace)))
+        check = OutputCheck(work_dir=work_dir, workload=spec, best_latency_s=mean_latency(record), error=float("nan"),
+                            tolerance=workload.tolerance, torch_error=torch_error, rank=rank,
+                            instruction=tensor_instruction(record.trace))
+        if emulate:
+            emulated = EmulatedChecker(workload, record.target).check(replay_record(record).mod)
+            check.emulated = emulated.as_json()
+            check.error = emulated.error if emulated.error is not None else float("nan")
+        else:
+            check.error = relative_error(_device_output(record, workload, inputs, target), exact)
+        checks.append(check)
     return checks
+
+
+def _device_output(record, workload, inputs, target) -> np.ndarray:
+    device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
+    executable = lower_candidate(replay_record(record).mod, record.target)
+    out = tvm.runtime.tensor(np.zeros(workload.output_shape(), dtype=workload.out_dtype), device)
+    executable(*[tvm.runtime.tensor(x, device) for x in inputs], out)
+    return out.numpy()
 
 
 def compared_runs(out_dir: str) -> List[tuple]:
@@ -89,11 +102,6 @@ def compared_runs(out_dir: str) -> List[tuple]:
             for run in entry.get("runs", {}).values()]
 
 
-def _error(out: np.ndarray, exact: np.ndarray) -> float:
-    scale = float(np.max(np.abs(exact))) or 1.0
-    return float(np.max(np.abs(out.astype(np.float64) - exact))) / scale
-
-
 def _torch_error(workload, inputs, exact, target) -> Optional[float]:
     device = "cuda" if target.kind.name == "cuda" else "cpu"
     if device == "cpu" and workload.in_dtype == "float16":
@@ -102,7 +110,7 @@ def _torch_error(workload, inputs, exact, target) -> Optional[float]:
     if operation is None:
         return None
     _, run, to_layout = operation
-    return _error(to_layout(run()).float().cpu().numpy(), exact)
+    return relative_error(to_layout(run()).float().cpu().numpy(), exact)
 
 
 def cmd_check(args) -> int:
@@ -111,16 +119,18 @@ def cmd_check(args) -> int:
     if args.work_dir and not args.workload:
         raise UserError("--work-dir needs --workload SPEC (the workload its records are of)")
     runs = compared_runs(args.compare) if args.compare else [(args.work_dir, args.workload)]
-    target = resolve_target(args.target, args.gpu, require_device=True).target
-    checks = [c for work_dir, spec in runs for c in check_fastest(work_dir, spec, target, args.top)]
+    target = None if args.emulate else resolve_target(args.target, args.gpu, require_device=True).target
+    checks = [c for work_dir, spec in runs for c in check_fastest(work_dir, spec, target, args.top, args.emulate)]
     if args.json:
         print(json.dumps([c.as_json() for c in checks]))
     for c in checks if not args.json else []:
         torch_part = f", torch {c.torch_error:.2e}" if c.torch_error is not None else ""
         which = "best" if c.rank == 1 else f"#{c.rank}"
         kind = f" ({c.instruction})" if c.instruction else ""
+        how = f", emulated: {c.emulated['status']} ({'; '.join(c.emulated['blocks'])} blocks)" if c.emulated else ""
+        why = f": {c.emulated['reason']}" if c.emulated and c.emulated["reason"] else ""
         print(f"{'ok  ' if c.passed else 'FAIL'} {c.workload} {c.work_dir}: {which}{kind} {c.best_latency_s * 1e6:.1f} us, "
-              f"error {c.error:.2e} (tolerance {c.tolerance:.0e}{torch_part})")
+              f"error {c.error:.2e} (tolerance {c.tolerance:.0e}{torch_part}){how}{why}")
     return 0 if all(c.passed for c in checks) else 1
 
 
@@ -131,6 +141,8 @@ def add_check_command(sub) -> None:
     parser.add_argument("--workload", default=None, help="the workload spec the work dir tuned")
     parser.add_argument("--compare", default=None, metavar="OUT_DIR", help="every finished run of this comparison")
     parser.add_argument("--top", type=int, default=1, help="check each run's N fastest kernels, not its best alone")
+    parser.add_argument("--emulate", action="store_true",
+                        help="run the kernels in the CPU emulator, for each record's own target (no GPU needed)")
     parser.add_argument("--target", default="auto")
     parser.add_argument("--gpu", default=None)
     parser.add_argument("--json", action="store_true")

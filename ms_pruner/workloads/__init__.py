@@ -1,7 +1,8 @@
 """Named, parameterised workloads as TensorIR PrimFuncs, their spec strings and suites."""
 
 from .definitions import KINDS
-from .spec import SUPPORTED_IN_DTYPES, SUPPORTED_OUT_DTYPES, Workload, as_workload, parse_workload
+from .spec import (SUPPORTED_IN_DTYPES, SUPPORTED_OUT_DTYPES, Workload, as_workload, parse_workload,
+                   relative_error)
 from .suites import SUITES, get_suite
 
 __all__ = [
@@ -13,4 +14,5 @@ __all__ = [
     "as_workload",
     "get_suite",
     "parse_workload",
+    "relative_error",
 ]

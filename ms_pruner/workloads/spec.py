@@ -15,6 +15,11 @@ from .definitions import KINDS
 SUPPORTED_IN_DTYPES = ("float16", "float32")
 SUPPORTED_OUT_DTYPES = ("float16", "float32")
 
+# Largest normalised error (``relative_error``) a correct kernel shows: fp32 results of fp16 products
+# accumulated in fp32, and fp16 results (accumulated in fp16 by the fp16 mma groups, ~sqrt(K)
+# roundings of 2^-11).
+OUTPUT_TOLERANCE = {"float32": 1e-3, "float16": 5e-2}
+
 _CONV_DIMS = re.compile(r"^(\d+)x(\d+)x(\d+)x(\d+)x(\d+)k(\d+)s(\d+)p(\d+)$")
 
 
@@ -67,6 +72,16 @@ class Workload:
     def reference(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
         """The exact result in float64, computed with numpy."""
         return KINDS[self.kind].ref(inputs, self.dims)
+
+    @property
+    def tolerance(self) -> float:
+        return OUTPUT_TOLERANCE.get(self.out_dtype, 1e-3)
+
+
+def relative_error(out: np.ndarray, exact: np.ndarray) -> float:
+    """max |out - exact| / max |exact|: a kernel's error against the exact result."""
+    scale = float(np.max(np.abs(exact))) or 1.0
+    return float(np.max(np.abs(out.astype(np.float64) - exact))) / scale
 
 
 def valid_specs_help() -> str:
