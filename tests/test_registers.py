@@ -83,6 +83,34 @@ def test_sampled_tensor_core_candidates_against_ptxas(tensor_intrinsics):
 
 
 @needs_nvcc
+def test_a_pipelined_loop_nvcc_unrolls_whole_keeps_one_copy_of_its_fragments(tensor_intrinsics, monkeypatch):
+    """A 4-stage mma pipeline over 2 k tiles (matmul:256x256x128) is straight-line code: ptxas moves
+    each stage's ldmatrix next to its MMAs, keeps no second fragment copy and does not spill. The
+    analyzer says so; with its unrolled-loop term off it charges both copies and takes the copy
+    to be chosen at run time, in local memory."""
+    from ms_pruner.analysis.gpu_model import uses_local_memory
+    from ms_pruner.analysis.pipeline import UNROLLED_TRIPS_ENV
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.space import tuning_space
+    from ms_pruner.tuning.driver import normalized_mod
+    from ms_pruner.workloads import parse_workload
+
+    spec = GPUSpec.h100()
+    mod = normalized_mod(parse_workload("matmul:256x256x128:float16:float32").prim_func())
+    _, target, generator = tuning_space("mma", mod, spec.target())
+    sch = DesignSpace(mod, target, space=generator).sample(2, seed=0)[1]
+    (resources,) = candidate_resources(sch.mod, target)
+    analyzer = StaticAnalyzer.for_target(target)
+    (unrolled,) = analyzer.estimate(sch).features
+    monkeypatch.setenv(UNROLLED_TRIPS_ENV, "0")
+    (looped,) = analyzer.estimate(sch).features
+    assert unrolled.pipeline_stages > 1 and unrolled.main_loop_trips == 2
+    assert not resources.spills and resources.stack_bytes == 0
+    assert not uses_local_memory(unrolled, spec) and uses_local_memory(looped, spec)
+    assert resources.registers < unrolled.regs_per_thread < looped.regs_per_thread
+
+
+@needs_nvcc
 @needs_h100_data
 @pytest.mark.slow
 def test_analyzer_spill_calls_match_ptxas_on_h100_records(tensor_intrinsics):

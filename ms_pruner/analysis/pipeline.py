@@ -8,6 +8,7 @@ kernels from the schedule alone.
 
 from __future__ import annotations
 
+import os
 from typing import List, Optional, Sequence, Tuple
 
 from .tir_walk import FRAGMENT_LOADS, BlockInfo
@@ -18,6 +19,21 @@ from .tir_walk import FRAGMENT_LOADS, BlockInfo
 # shared tiles.
 PIPELINE_STATEMENTS = 5
 PROLOGUE, BODY = 2, 3
+
+# nvcc unrolls a pipelined k loop of a few trips whole: straight-line code, in which ptxas moves each
+# stage's fragment loads next to the MMAs that read them, so no second fragment copy stays live and
+# no copy is chosen at run time. Of the sampled H100 mma kernels of matmul:256x256x128 and
+# matmul_nt:1024x1024x64, 18 of 23 of at most 8 trips hold an HMMA for every MMA of every trip (the
+# other 5 keep a stack, 4 of them their accumulators); with the suite's built ones and the 4096^3
+# GEMM's for H100 and A100, 3 of 17 of 9-18 trips and none of the 144 of more
+# (docs/results/cpu/space/suite_h100.json.gz, ``unrolled_pipelines``). "0" turns the term off.
+UNROLLED_TRIPS_ENV = "MS_PRUNER_ANALYZER_UNROLLED_TRIPS"
+UNROLLED_TRIPS = 8
+
+
+def unrolled_whole(main_loop_trips: int) -> bool:
+    """Whether the analyzer takes a pipelined k loop of ``main_loop_trips`` as unrolled whole."""
+    return main_loop_trips <= int(os.environ.get(UNROLLED_TRIPS_ENV, UNROLLED_TRIPS))
 
 
 def _fragment_pipeline(blocks: Sequence[BlockInfo]) -> Tuple[Optional[List[int]], int]:
