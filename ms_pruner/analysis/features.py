@@ -284,15 +284,20 @@ class _KernelTally:
             self.g_write += block.executions * dst.elements * dst.dtype_bytes
             self.direct += block.executions * dst.elements * dst.dtype_bytes
 
-    def registers(self, fragment_trips: int, straight_line: bool = False) -> float:
-        """Registers a thread holds; ``straight_line``: the pipelined k loop is unrolled whole."""
+    @property
+    def straight_line(self) -> bool:
+        """The pipelined k loop is unrolled whole (``pipeline.unrolled_whole``)."""
+        return self.versions > 1 and unrolled_whole(self.main_trips)
+
+    def registers(self, fragment_trips: int) -> float:
+        """Registers a thread holds."""
         regs = BASE_REGISTERS
         if self.mma_count:
             acc_tile = self.mma_shape[0] * self.mma_shape[1] * self.acc_bytes
             regs += self.acc_frags * acc_tile / self.warp_size / 4
             if self.versions > 1:
                 regs += PIPELINED_EXTRA_REGISTERS
-            if self.versions > 1 and not straight_line:
+            if self.versions > 1 and not self.straight_line:
                 # every fragment of an inner trip, twice where the fragment pipeline has two trips
                 buffered = 2 if fragment_trips > 1 else 1
                 regs += buffered * self.operand_bytes / self.warp_size / 4
@@ -308,19 +313,17 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
     for blocks in _kernel_groups(program).values():
         threads = max(_threads(b, warp_size) for b in blocks)
         versions, fragment_trips = pipeline_shape(blocks)
-        indexed_at_run_time = fragments_indexed_at_run_time(blocks)
         tally = _KernelTally(warp_size, threads, max(1, -(-threads // warp_size)), versions)
         for block in blocks:
             tally.add(block)
         t = tally
-        straight_line = versions > 1 and unrolled_whole(t.main_trips)
-        indexed_at_run_time = indexed_at_run_time and not straight_line
+        indexed_at_run_time = fragments_indexed_at_run_time(blocks) and not t.straight_line
         kernels.append(KernelFeatures(
             grid=max(b.thread_extent("blockIdx") for b in blocks), threads_per_block=threads,
             warps_per_block=t.warps,
             smem_per_block=(merged_shared_bytes(t.operand_tiles, t.staging_tiles) if versions > 1 else
                             max(sum(t.operand_tiles.values()), sum(t.staging_tiles.values()))),
-            regs_per_thread=t.registers(fragment_trips, straight_line), mma_flops=t.mma_flops, mma_count=t.mma_count,
+            regs_per_thread=t.registers(fragment_trips), mma_flops=t.mma_flops, mma_count=t.mma_count,
             mma_m=t.mma_shape[0], mma_n=t.mma_shape[1], mma_k=t.mma_shape[2], acc_dtype_bytes=t.acc_bytes,
             cuda_core_flops=t.cuda_flops, acc_fragments_per_warp=t.acc_frags,
             operand_fragments_per_step=t.operand_frags,
