@@ -110,6 +110,17 @@ def test_a_pipelined_loop_nvcc_unrolls_whole_keeps_one_copy_of_its_fragments(ten
     assert resources.registers < unrolled.regs_per_thread < looped.regs_per_thread
 
 
+def test_a_trip_limit_that_is_not_a_number_is_one_clear_line(monkeypatch):
+    from ms_pruner.analysis.pipeline import UNROLLED_TRIPS_ENV, unrolled_whole
+    from ms_pruner.errors import UserError
+
+    monkeypatch.setenv(UNROLLED_TRIPS_ENV, "eight")
+    with pytest.raises(UserError, match=f"{UNROLLED_TRIPS_ENV} must be a whole number of trips.*'eight'"):
+        unrolled_whole(2)
+    monkeypatch.setenv(UNROLLED_TRIPS_ENV, "2")
+    assert unrolled_whole(2) and not unrolled_whole(3)
+
+
 @needs_nvcc
 @needs_h100_data
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import List, Optional, Sequence, Tuple
 
+from ..errors import UserError
 from .tir_walk import FRAGMENT_LOADS, BlockInfo
 
 # The mma rule's pipelined reduction loop holds five statements: the two global->shared copies, then
@@ -33,7 +34,10 @@ UNROLLED_TRIPS = 8
 
 def unrolled_whole(main_loop_trips: int) -> bool:
     """Whether the analyzer takes a pipelined k loop of ``main_loop_trips`` as unrolled whole."""
-    return main_loop_trips <= int(os.environ.get(UNROLLED_TRIPS_ENV, UNROLLED_TRIPS))
+    limit = os.environ.get(UNROLLED_TRIPS_ENV, str(UNROLLED_TRIPS))
+    if not limit.isdigit():
+        raise UserError(f"{UNROLLED_TRIPS_ENV} must be a whole number of trips (0: off), got {limit!r}")
+    return main_loop_trips <= int(limit)
 
 
 def _fragment_pipeline(blocks: Sequence[BlockInfo]) -> Tuple[Optional[List[int]], int]:
