@@ -106,10 +106,13 @@ def test_a_padded_conv2d_copies_zeros_where_its_guard_fails(tensor_intrinsics):
     assert check.status == "right" and check.error < 1e-5, check
 
 
-def test_an_epilogue_kernel_is_checked_where_the_emulated_gemm_blocks_wrote(tensor_intrinsics):
-    """The mma family's dense_bias is a GEMM kernel and an epilogue kernel; with one GEMM block run,
-    the epilogue's outputs from the GEMM's other blocks are not checked, the rest are, and are right."""
+def test_an_epilogue_kernel_is_checked_where_the_emulated_gemm_blocks_wrote(tensor_intrinsics, monkeypatch):
+    """The mma family's dense_bias built without the fused epilogue is a GEMM kernel and an epilogue
+    kernel; with one GEMM block run, the epilogue's outputs from the GEMM's other blocks are not
+    checked, the rest are, and are right."""
     from ms_pruner.emulator import EmulatedChecker, EmulationConfig
+
+    monkeypatch.setenv("MS_PRUNER_FUSE_EPILOGUE", "0")
 
     spec = "dense_bias:128x256x64:float16:float32"
     target, space = _space(spec)

@@ -13,16 +13,21 @@ EPILOGUE_GEMMS = ("dense_bias:2048x3072x768:float16:float32", "dense_bias_relu:2
 
 
 @pytest.mark.parametrize("spec", EPILOGUE_GEMMS)
-def test_a_fused_epilogue_gemm_samples_mma_candidates_the_analyzer_reads_exactly(tensor_intrinsics, spec):
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_fused_epilogue_gemm_samples_mma_candidates_the_analyzer_reads_exactly(tensor_intrinsics, monkeypatch, spec,
+                                                                                 fused):
     """Before EpilogueAfterFragmentStore no mma draw of these GEMMs was valid (TVM's
     auto copy of the fragments took the inlined bias: "Multiple buffer read"). Now the draws lower
-    as two kernels, the GEMM's and a 32-thread epilogue, and the analyzer predicts the GEMM's shared
-    memory to the byte (its result tile reuses the freed operand tiles)."""
+    as one kernel, the GEMM's storing the epilogue's result from its registers (builder/fused_epilogue.py),
+    or with ``MS_PRUNER_FUSE_EPILOGUE=0`` as two, the GEMM's and a 32-thread epilogue; either way the
+    analyzer reads the kernels that are built and predicts the GEMM's shared memory to the byte (its
+    result tile, where it stages one, reuses the freed operand tiles)."""
     from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.builder.resources import allocated_shared_bytes
     from ms_pruner.builder.worker import lowered_tir
     from ms_pruner.space import sketch_family
 
+    monkeypatch.setenv("MS_PRUNER_FUSE_EPILOGUE", "1" if fused else "0")
     _, target, space = _space(spec, "mma")
     assert {sketch_family(s) for s in space.sketches} == {"mma"}
     verdicts = {}
@@ -31,9 +36,34 @@ def test_a_fused_epilogue_gemm_samples_mma_candidates_the_analyzer_reads_exactly
     analyzer = StaticAnalyzer.for_target(target)
     for sch in schedules:
         features = analyzer.estimate(sch).features
-        assert [f.threads_per_block for f in features][1:] == [32]
-        allocated = allocated_shared_bytes(lowered_tir(sch.mod, target))
-        assert allocated == [int(features[0].smem_per_block)]
+        lowered = lowered_tir(sch.mod, target)
+        kernels = [gvar.name_hint for gvar in lowered.functions if "_kernel" in gvar.name_hint]
+        assert len(kernels) == len(features) == (1 if fused else 2)
+        assert [f.threads_per_block for f in features][1:] == ([] if fused else [32])
+        assert allocated_shared_bytes(lowered) == [int(features[0].smem_per_block)]
+
+
+@pytest.mark.parametrize("spec", EPILOGUE_GEMMS)
+def test_the_fused_epilogue_computes_the_workload_and_saves_the_second_pass(tensor_intrinsics, spec):
+    """The GEMM kernel that writes the bias (and ReLU) itself computes what the two kernels did, in
+    the emulator against the exact result, and the analyzer no longer charges the epilogue kernel's
+    pass over the output: its estimate is the GEMM kernel's alone."""
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.emulator import EmulatedChecker
+    from ms_pruner.workloads import parse_workload
+
+    _, target, space = _space(spec, "mma")
+    (sch,) = space.sample(1, seed=2, max_attempts=200)
+    check = EmulatedChecker(parse_workload(spec), target).check(sch.mod)
+    assert check.status == "right", check.as_json()
+    fused = StaticAnalyzer.for_target(target).estimate(sch)
+    monkeypatch = pytest.MonkeyPatch()
+    with monkeypatch.context() as patch:
+        patch.setenv("MS_PRUNER_FUSE_EPILOGUE", "0")
+        apart = StaticAnalyzer.for_target(target).estimate(sch)
+    assert len(fused.kernels) == 1 and len(apart.kernels) == 2
+    assert fused.latency_s < apart.latency_s
+    assert fused.latency_s == pytest.approx(apart.kernels[0].latency_s, rel=0.02)
 
 
 @needs_nvcc

@@ -8,7 +8,7 @@ from typing import List, Optional, Union
 
 import tvm_ffi
 
-from ..builder import lower_candidate
+from ..builder import epilogue_fused, fused_func, lower_candidate
 from ..hardware import CPUSpec, GPUSpec, detect_cpu, get_gpu_spec, spec_for_target
 from .cpu_model import CPUEstimate, estimate_cpu
 from .features import KernelFeatures, kernel_features
@@ -46,6 +46,12 @@ def _primfuncs(candidate):
     return [mod]
 
 
+def _fused_as_built(func):
+    """``func`` as the builder lowers it: its mma epilogue kernel fused into the GEMM where it fuses
+    (builder/fused_epilogue.py), so the analysis reads the kernels that will run."""
+    return (epilogue_fused() and fused_func(func)) or func
+
+
 class StaticAnalyzer:
     """Parameterized static analysis of scheduled TensorIR (the "draft" model).
 
@@ -68,7 +74,7 @@ class StaticAnalyzer:
         self.target = target
         self.memory = memory
         # What an analysis depends on besides the program: analyzers that agree on it share analyses.
-        self.settings_key = repr((hardware, max_shared_memory, check_lowering,
+        self.settings_key = repr((hardware, max_shared_memory, check_lowering, epilogue_fused(),
                                   str(target) if check_lowering else None))
 
     @classmethod
@@ -106,6 +112,8 @@ class StaticAnalyzer:
     def _analyzed(self, candidate):
         try:
             funcs = _primfuncs(candidate)
+            if self.is_gpu:
+                funcs = [_fused_as_built(func) for func in funcs]
             programs = [walk_primfunc(func, strides=not self.is_gpu) for func in funcs]
         except Exception as err:  # pylint: disable=broad-except
             return [], Estimate(latency_s=math.inf, valid=False, reason=f"analysis failed: {err}".splitlines()[0])

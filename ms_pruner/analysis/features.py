@@ -89,6 +89,7 @@ class KernelFeatures:
     # Registers with both fragment copies held, where the builder may unroll the parity loop (gpu_model.as_built).
     parity_unrolled_regs: float = 0.0
     parity_unrolled: bool = False  # the builder unrolls it: the fragments stay in registers
+    epilogue_inputs: int = 0  # global inputs (a bias) a fused mma epilogue loads in this kernel (_fused_write_back)
 
 
 def _kernel_groups(program: ProgramInfo) -> Dict[int, List[BlockInfo]]:
@@ -203,6 +204,7 @@ class _KernelTally:
     main_trips: int = 1
     frag_bytes: float = 512.0
     operand_bytes: float = 0.0  # fragment bytes a warp loads in one trip of the fragment loop
+    epilogue_inputs: int = 0
 
     def add(self, block: BlockInfo) -> None:
         for access in block.reads + block.writes:
@@ -220,6 +222,10 @@ class _KernelTally:
         elif block.writes:
             dst = block.writes[0]
             srcs = [r for r in block.reads if r.buffer != dst.buffer]
+            fragments = [r for r in srcs if is_fragment(r.scope)]
+            if dst.scope == "global" and fragments and not block.auto_copy_lanes:
+                self._fused_write_back(block, fragments[0], [r for r in srcs if r is not fragments[0]], dst)
+                return
             if block.float_ops and not is_shared(dst.scope):
                 self.cuda_flops += block.executions * block.float_ops
             if srcs and block.float_ops == 0 and len(srcs) == 1:
@@ -252,6 +258,18 @@ class _KernelTally:
                                                  block.own_extent * dst.elements * dst.dtype_bytes)
         else:
             self.g_write += block.executions * dst.elements * dst.dtype_bytes
+
+    def _fused_write_back(self, block: BlockInfo, fragment, others, dst) -> None:
+        """The builder's fused mma epilogue (builder/fused_epilogue.py): each lane stores the
+        elements it holds, with the consumer's other inputs and arithmetic, after the main loop."""
+        stream = _copy_stream(block, fragment, dst, self.warp_size, self.threads)
+        self.copies.append(stream)
+        self.g_write += stream.bytes_total
+        self.cuda_flops += block.executions * dst.elements * block.float_ops
+        for src in others:
+            if src.scope == "global":
+                self.g_read += block.executions * src.elements * src.dtype_bytes
+                self.epilogue_inputs += 1
 
     def _copy(self, block: BlockInfo, src, dst) -> None:
         stream = _copy_stream(block, src, dst, self.warp_size, self.threads)
@@ -335,6 +353,7 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
             operand_tiles=t.operand_tiles, staging_tiles=t.staging_tiles, pipeline_stages=versions,
             local_operand_bytes=t.operand_bytes if indexed_at_run_time else 0.0,
             parity_unrolled_regs=t.registers(2) if indexed_at_run_time and parity_loops_unrolled() else 0.0,
+            epilogue_inputs=t.epilogue_inputs,
         ))
     return kernels
 

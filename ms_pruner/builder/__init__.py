@@ -21,13 +21,14 @@ from ..errors import UserError
 from .copy_lanes import COPY_LANES_ENV, copy_lanes_separated, prepare_permuted_copies
 from .cuda_binary import compile_cuda_to_cubin, device_module_formats, replace_cuda_sources
 from .cuda_compile import compile_with_nvcc, cuda_compile_scope, cuda_runtime_loaded
+from .fused_epilogue import FUSE_EPILOGUE_ENV, epilogue_fused, fuse_fragment_epilogues, fused_func
 from .parity_unroll import PARITY_UNROLL_ENV, parity_loops_unrolled
 from .pool import KeptPoolBuilder
 from .resources import KernelResources, candidate_resources, cuda_source_resources, parse_ptxas_report
 from .runner_args import cached_alloc_argument, forget_cached_arguments
 from .wait_counts import PRUNER_TIR_PIPELINE, register_pruner_pipeline
 from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, cuda_sources,
-                     export_candidate, lower_candidate)
+                     export_candidate, lower_candidate, rewritten_schedule)
 
 BUILDER_KINDS = ("pruner", "stock")
 
@@ -88,6 +89,7 @@ def make_runner(timeout_sec: float = 30.0, number: int = 3, repeat: int = 1, min
 __all__ = [
     "BUILDER_KINDS",
     "COPY_LANES_ENV",
+    "FUSE_EPILOGUE_ENV",
     "PARITY_UNROLL_ENV",
     "PRUNER_TIR_PIPELINE",
     "BuiltCandidate",
@@ -100,6 +102,9 @@ __all__ = [
     "compile_cuda_to_cubin",
     "compile_with_nvcc",
     "copy_lanes_separated",
+    "epilogue_fused",
+    "fuse_fragment_epilogues",
+    "fused_func",
     "parity_loops_unrolled",
     "cuda_compile_scope",
     "cuda_runtime_loaded",
@@ -116,5 +121,6 @@ __all__ = [
     "replace_cuda_sources",
     "prepare_permuted_copies",
     "register_pruner_pipeline",
+    "rewritten_schedule",
     "start_builder_workers",
 ]

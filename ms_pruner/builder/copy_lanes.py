@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import tvm
 import tvm_ffi
@@ -41,13 +41,12 @@ from tvm.s_tir import SBlock, Schedule
 from tvm.sym import Analyzer, detect_linear_equation
 from tvm.tirx.analysis import undefined_vars
 
+from .tir_rebuild import BINARY_NODES, LOADS, rebuilt, with_rewritten_funcs
+
 COPY_LANES_ENV = "MS_PRUNER_SEPARATE_COPY_LANES"
 OUTER_THREAD_TAGS = ("threadIdx.z", "threadIdx.y")
 WARP_SIZE = 32
 DROPPED_ANNOTATIONS = ("auto_copy", "buffer_dim_align")
-_BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.FloorDiv, tirx.FloorMod, tirx.Div, tirx.Mod, tirx.Min, tirx.Max,
-           tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.And, tirx.Or)
-_LOADS = ("BufferLoad", "TensorLoad")
 LANE_STRIDES_KEPT = 4096
 _LANE_STRIDES: Dict[tuple, Optional[int]] = {}
 _UNSEEN = object()
@@ -70,18 +69,7 @@ def prepare_permuted_copies(mod: tvm.IRModule) -> tvm.IRModule:
     """``mod`` with every permuted global->shared auto copy of its PrimFuncs made safe and fast to
     lower: a transposed copy one element at a time (below), any other split by chunk (above) unless
     that is switched off; ``mod`` itself where no copy needs either."""
-    updates = {}
-    for gvar, func in mod.functions.items():
-        if isinstance(func, tirx.PrimFunc):
-            rewritten = _prepared_func(func)
-            if rewritten is not None:
-                updates[gvar] = rewritten
-    if not updates:
-        return mod
-    mod = mod.clone()
-    for gvar, func in updates.items():
-        mod.update_func(gvar, func)
-    return mod
+    return with_rewritten_funcs(mod, _prepared_func)
 
 
 def _prepared_func(func) -> Optional[tirx.PrimFunc]:
@@ -159,8 +147,8 @@ def _lane_stride(block) -> Optional[int]:
     def lane_free(index):
         if not _uses(index, inner.loop_var):
             return index
-        return _rebuilt(index, lambda var: split if var.same_as(inner.loop_var) else var,
-                        lambda node: _lane_free_division(node, lane, lanes, analyzer), {})
+        return rebuilt(index, lambda var: split if var.same_as(inner.loop_var) else var,
+                        lambda node: _lane_free_division(node, lane, lanes, analyzer))
 
     try:
         indices = [lane_free(index) for index in load.indices]
@@ -194,7 +182,7 @@ def _plainly_contiguous(block) -> bool:
 
 def _global_load(expr):
     """The load of a global buffer in a copy's stored value (a bounds test or a cast may wrap it)."""
-    if type(expr).__name__ in _LOADS:
+    if type(expr).__name__ in LOADS:
         return expr if expr.source.scope() == "global" else None
     if isinstance(expr, tvm.ir.expr.Call):  # of an ``if_then_else``, the values, not the bounds test
         children = list(expr.args[1:] if expr.op.name == "prim.if_then_else" else expr.args)
@@ -202,7 +190,7 @@ def _global_load(expr):
         children = [expr.value if isinstance(expr, tirx.Cast) else expr.a]
     elif isinstance(expr, tirx.Select):
         children = [expr.true_value, expr.false_value]
-    elif isinstance(expr, _BINARY):
+    elif isinstance(expr, BINARY_NODES):
         children = [expr.a, expr.b]
     else:
         children = []
@@ -303,7 +291,7 @@ class _ChunkNest:
     def lane_free(self, expr, by_var: Dict):
         """``expr`` with the original loops' values, each floor division or modulo of ``base + lane``
         by a multiple of the lanes taken lane-free."""
-        return _rebuilt(expr, lambda var: by_var.get(var, var), self._split_off_lane, {})
+        return rebuilt(expr, lambda var: by_var.get(var, var), self._split_off_lane)
 
     def _split_off_lane(self, node):
         return _lane_free_division(node, self.lane, self.lanes, self.analyzer)
@@ -326,44 +314,9 @@ def _lane_free_division(node, lane, lanes: int, analyzer: Analyzer):
     if not isinstance(divisor, tirx.IntImm) or divisor.value % lanes or not _uses(node.a, lane):
         return node
     zero = tirx.IntImm(str(lane.ty), 0)
-    base = _rebuilt(node.a, lambda var: zero if var.same_as(lane) else var, lambda n: n, {})
+    base = rebuilt(node.a, lambda var: zero if var.same_as(lane) else var)
     if not (analyzer.can_prove_equal(node.a - base, lane) and analyzer.can_prove_equal(tirx.floormod(base, lanes), 0)):
         return node
     if isinstance(node, tirx.FloorDiv):
         return tirx.floordiv(base, divisor)
     return tirx.floormod(base, divisor) + lane
-
-
-def _rebuilt(expr, on_var: Callable, on_division: Callable, memo: Dict):
-    """``expr`` rebuilt bottom-up: each variable through ``on_var``, each rebuilt floor division or
-    modulo through ``on_division``. An expression kind a copy's index never holds raises TypeError."""
-    key = expr.__hash__()
-    if key in memo:
-        return memo[key]
-
-    def again(child):
-        return _rebuilt(child, on_var, on_division, memo)
-
-    if isinstance(expr, tirx.Var):
-        out = on_var(expr)
-    elif isinstance(expr, (tirx.IntImm, tirx.FloatImm)):
-        out = expr
-    elif isinstance(expr, _BINARY):
-        out = type(expr)(again(expr.a), again(expr.b))
-        if isinstance(expr, (tirx.FloorDiv, tirx.FloorMod)):
-            out = on_division(out)
-    elif isinstance(expr, tirx.Not):
-        out = tirx.Not(again(expr.a))
-    elif isinstance(expr, tirx.Cast):
-        out = tirx.Cast(expr.ty, again(expr.value))
-    elif isinstance(expr, tirx.Select):
-        out = tirx.Select(*(again(e) for e in (expr.condition, expr.true_value, expr.false_value)))
-    elif type(expr).__name__ in _LOADS:
-        out = tirx.BufferLoad(expr.source, [again(i) for i in expr.indices])
-    elif isinstance(expr, tvm.ir.expr.Call):
-        out = tvm.ir.expr.Call(expr.op, [again(a) for a in expr.args], attrs=expr.attrs, ty_args=expr.ty_args,
-                               ret_ty=expr.ty)
-    else:
-        raise TypeError(type(expr).__name__)
-    memo[key] = out
-    return out

@@ -72,8 +72,9 @@ def opcode_counts(listing: str) -> Dict[str, int]:
 
 
 def tensor_kernel_counts(listing: str) -> Dict[str, int]:
-    """``opcode_counts`` over the kernels of a listing that issue HMMA (a GEMM's, not the separate
-    epilogue kernel beside it): their global loads (LDG) are copies that did not become cp.async."""
+    """``opcode_counts`` over the kernels of a listing that issue HMMA (a GEMM's, not a separate
+    epilogue kernel beside it): their global loads (LDG) are copies that did not become cp.async,
+    and the inputs of an epilogue fused into the GEMM (a bias: builder/fused_epilogue.py)."""
     kernels = re.split(r"^\s*Function : .*$", listing, flags=re.MULTILINE)[1:]
     counts: Dict[str, int] = collections.Counter()
     for kernel in kernels:

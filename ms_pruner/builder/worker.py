@@ -21,6 +21,7 @@ from tvm.support.tar import tar
 from .cuda_binary import compile_cuda_to_cubin, make_fpack_imports
 from .copy_lanes import prepare_permuted_copies
 from .cuda_compile import cuda_compile_scope, cuda_runtime_loaded
+from .fused_epilogue import fuse_fragment_epilogues
 from .mma_layouts import register_mma_layouts
 from .wait_counts import PRUNER_TIR_PIPELINE, register_pruner_pipeline
 
@@ -78,12 +79,19 @@ def lowered_tir(mod, target):
 
 
 def _ready_to_lower(mod):
-    """``mod`` without MetaSchedule's weight-layout rewrite blocks and with its swizzled copies split
-    by chunk (copy_lanes.py); also registers the mma index maps lowering looks up (mma_layouts.py)
-    and the pipeline it lowers with (wait_counts.py), since every lowering here starts with this."""
+    """``mod`` without MetaSchedule's weight-layout rewrite blocks and rewritten as the builder
+    lowers it (``rewritten_schedule``); also registers the mma index maps lowering looks up
+    (mma_layouts.py) and the pipeline it lowers with (wait_counts.py), since every lowering here
+    starts with this."""
     register_mma_layouts()
     register_pruner_pipeline()
-    return prepare_permuted_copies(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod))
+    return rewritten_schedule(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod))
+
+
+def rewritten_schedule(mod):
+    """A scheduled module as the builder hands it to TVM's lowering: its swizzled copies split by
+    chunk (copy_lanes.py), its mma epilogue kernels fused into their GEMMs (fused_epilogue.py)."""
+    return fuse_fragment_epilogues(prepare_permuted_copies(mod))
 
 
 def _pass_context(target, options: Optional[dict] = None):

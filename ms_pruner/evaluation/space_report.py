@@ -98,6 +98,7 @@ def describe(sch, analyzer) -> dict:
         "analyzer_registers": round(max((f.regs_per_thread for f in features), default=0.0), 1),
         "analyzer_spills": any(uses_local_memory(f, spec) for f in features),
         "analyzer_synchronous_copies": sum(c.synchronous for f in features for c in f.copies),
+        "analyzer_epilogue_inputs": sum(f.epilogue_inputs for f in features if f.mma_count),
         "analyzer_parity_unrolled": any(f.parity_unrolled for f in features),
         "accumulator_bytes": int(max((f.acc_fragments_per_warp * f.mma_m * f.mma_n * f.acc_dtype_bytes / spec.warp_size
                                       for f in features), default=0)),
@@ -132,6 +133,7 @@ def build_report(sch, target) -> dict:
         "sass": {name: int(counts.get(name, 0)) for name in SASS_SHOWN},
         "hmma_shapes": dict(sorted(hmma_shapes.items())),
         "tensor_kernel_ldg": tensor_ldg,
+        "kernels": len(kernels),
         "shared_bytes": int(max(dynamic, default=0) + static),
         "registers": max((k.registers for k in kernels), default=0),
         "spill_bytes": sum(k.spill_store_bytes + k.spill_load_bytes for k in kernels),
@@ -203,12 +205,17 @@ def agreement(candidates: List[dict]) -> dict:
         "shared_bytes_exact": sum(c["analyzer_shared_bytes"] == c["shared_bytes"] for c in built),
         "spill_agrees": sum(c["analyzer_spills"] == c["spills"] for c in built),
         "spilling": sum(c["spills"] for c in built),
-        "mma_synchronous_copy_agrees": sum((c["analyzer_synchronous_copies"] > 0) == (c["tensor_kernel_ldg"] > 0)
-                                           for c in mma),
+        "mma_synchronous_copy_agrees": sum(_global_loads_predicted(c) == (c["tensor_kernel_ldg"] > 0) for c in mma),
         "mma_with_synchronous_copies": sum(c["tensor_kernel_ldg"] > 0 for c in mma),
         "parity_unrolled": sum(c["parity_unrolled"] for c in built),
         "parity_unroll_agrees": sum(c["analyzer_parity_unrolled"] == c["parity_unrolled"] for c in built),
     }
+
+
+def _global_loads_predicted(candidate: dict) -> bool:
+    """Whether the analyzer expects LDG in the GEMM kernel: a synchronous copy, or a fused
+    epilogue's input (its bias, loaded after the main loop, though ptxas may hoist it into it)."""
+    return candidate["analyzer_synchronous_copies"] + candidate.get("analyzer_epilogue_inputs", 0) > 0
 
 
 def format_report(report: dict) -> str:

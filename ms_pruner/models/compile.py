@@ -6,9 +6,9 @@ tensor-core kernels a tuning run measured were built by our builder under its pa
 (``builder.build_pass_config``: no storage rewrite, asynchronous copies); without them TVM 0.27
 rejects a tuned fp16->fp32 WMMA kernel at lowering ("tvm_access_ptr element type must match the
 source buffer"), so a model tuned on CUDA did not compile. ``compile_tuned`` is the same pipeline,
-from TVM's public passes, under those options, with the tuned kernels' swizzled copies split by
-chunk as the builder splits them (``builder.prepare_permuted_copies``), lowered by the builder's TIR
-pipeline (``builder.wait_counts``).
+from TVM's public passes, under those options, with the tuned kernels rewritten as the builder
+rewrites them (``builder.rewritten_schedule``: swizzled copies split by chunk, mma epilogues fused),
+lowered by the builder's TIR pipeline (``builder.wait_counts``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from tvm import relax
 from tvm.relax import pipeline as relax_pipeline
 from tvm.s_tir import dlight
 
-from ..builder import (PRUNER_TIR_PIPELINE, build_pass_config, cuda_compile_scope, prepare_permuted_copies,
-                       register_pruner_pipeline)
+from ..builder import (PRUNER_TIR_PIPELINE, build_pass_config, cuda_compile_scope, register_pruner_pipeline,
+                       rewritten_schedule)
 
 
 def compile_tuned(database, mod, target, params: Optional[Dict] = None):
@@ -37,7 +37,7 @@ def compile_tuned(database, mod, target, params: Optional[Dict] = None):
         fuse = [*dispatch, relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
                 relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR()]
         mod = tvm.transform.Sequential(fuse)(mod)
-        mod = prepare_permuted_copies(relax.transform.MetaScheduleApplyDatabase()(mod))
+        mod = rewritten_schedule(relax.transform.MetaScheduleApplyDatabase()(mod))
         if on_gpu:
             mod = _default_gpu_schedules()(mod)
         return tvm.transform.Sequential(lower)(mod)
