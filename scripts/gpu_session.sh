@@ -36,6 +36,8 @@
 #                                                 #   (the mma-* comparisons go to $KEEP/compare_all)
 #   bash scripts/gpu_session.sh ablate-unroll     # the same with MS_PRUNER_UNROLL_PARITY_LOOPS=0 (fragment copies
 #                                                 #   picked by a loop's parity stay in local memory) -> compare_no_parity_unroll
+#   bash scripts/gpu_session.sh ablate-epilogue   # BERT's dense_bias on `all` with MS_PRUNER_FUSE_EPILOGUE=0 (the mma
+#                                                 #   family's bias a kernel of its own) -> compare_epilogue_apart
 #   bash scripts/gpu_session.sh transfer-cold     # stock and Pruner, 64 trials, on two other matmul and two other conv2d shapes
 #   bash scripts/gpu_session.sh transfer-warm     # Pruner on them with --warm-start from h100/work.tgz's runs
 #   bash scripts/gpu_session.sh fleet             # one round of 64 of the matmul measured through a loopback RPC
@@ -194,6 +196,7 @@ models() {
         ablate-climb) SPACE=all COMPARE_DIR=compare_no_climb EXTRA="--set cold_climb_starts=0" compare "$MM" pruner ;;
         ablate-unroll) MS_PRUNER_UNROLL_PARITY_LOOPS=0 SPACE=all COMPARE_DIR=compare_no_parity_unroll \
             compare "$MM" pruner ;;
+        ablate-epilogue) MS_PRUNER_FUSE_EPILOGUE=0 SPACE=all COMPARE_DIR=compare_epilogue_apart compare "$FFN" pruner ;;
         mma-check) timeout --foreground "$BUDGET" python3 -m ms_pruner check --compare "$KEEP/compare_all" \
             --target "$TARGET" --json > "$KEEP/check_all.json"; cat "$KEEP/check_all.json" ;;
         suite-stock|suite-pruner|ablate-first-round|ablate-verify)
