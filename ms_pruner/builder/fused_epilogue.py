@@ -28,7 +28,7 @@ from typing import List, Optional
 import tvm
 from tvm import tirx
 from tvm.ir import Range
-from tvm.s_tir import MatchBufferRegion, SBlock, Schedule
+from tvm.s_tir import MatchBufferRegion, SBlock, SBlockRealize
 
 from .tir_rebuild import rebuilt, with_rewritten_funcs
 
@@ -50,7 +50,9 @@ def fuse_fragment_epilogues(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 def fused_func(func) -> Optional[tirx.PrimFunc]:
-    """``func`` with its first fusable fragment store writing its consumer's output, or None."""
+    """``func`` with its first fusable fragment store writing its consumer's output, or None. The
+    tree is rebuilt along the store's path by hand: a Schedule's state would cost the analyzer,
+    which reads every candidate so, three times the rest of this."""
     if type(func.body).__name__ != "SBlockRealize":
         return None
     blocks = _blocks(func.body, [])
@@ -60,20 +62,43 @@ def fused_func(func) -> Optional[tirx.PrimFunc]:
         fused = _fused_store(store, consumer) if consumer is not None else None
         if fused is None:
             continue
-        sch = Schedule(tvm.IRModule({"main": func}))
-        sch.state.replace(sch.get_sref(sch.get_sblock(store.name_hint)), fused, {store: fused})
-        consumer_kernel = sch.get(sch.get_loops(sch.get_sblock(consumer.name_hint))[0])
-        root = sch.mod["main"].body.block
-        kernels = [s for s in root.body.seq if not s.same_as(consumer_kernel)]
-        if len(kernels) != len(root.body.seq) - 1:
-            return None
+        kept = [kernel for kernel in root.body.seq if not any(b.same_as(consumer) for b in _blocks(kernel, []))]
+        rewritten = [_with_block(kernel, store, fused) for kernel in kept]
+        if sum(kernel is not None for kernel in rewritten) != 1:
+            continue  # the store sits under a statement _with_block does not rebuild
+        kernels = [new if new is not None else old for new, old in zip(rewritten, kept)]
         intermediate = store.writes[0].source
         new_root = SBlock(root.iter_vars, root.reads, root.writes, root.name_hint,
                           kernels[0] if len(kernels) == 1 else tirx.SeqStmt(kernels), root.init,
                           [b for b in root.alloc_buffers if not b.same_as(intermediate)], root.match_buffers,
                           root.annotations)
-        sch.state.replace(sch.get_sref(sch.get_sblock(root.name_hint)), new_root, {root: new_root})
-        return sch.mod["main"]
+        return func.with_body(SBlockRealize(func.body.iter_values, func.body.predicate, new_root))
+    return None
+
+
+def _with_block(stmt, old: SBlock, new: SBlock):
+    """``stmt`` with the block ``old`` replaced by ``new``, rebuilt along its path; None where
+    ``old`` is not under ``stmt``."""
+    kind = type(stmt).__name__
+    if kind == "SBlockRealize":
+        block = stmt.block
+        if block.same_as(old):
+            return SBlockRealize(stmt.iter_values, stmt.predicate, new)
+        body = _with_block(block.body, old, new)
+        if body is None:
+            return None
+        block = SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, body, block.init,
+                       block.alloc_buffers, block.match_buffers, block.annotations)
+        return SBlockRealize(stmt.iter_values, stmt.predicate, block)
+    if kind == "SeqStmt":
+        parts = [_with_block(part, old, new) for part in stmt.seq]
+        if all(part is None for part in parts):
+            return None
+        return tirx.SeqStmt([part if part is not None else original for part, original in zip(parts, stmt.seq)])
+    if kind == "For":
+        body = _with_block(stmt.body, old, new)
+        return None if body is None else tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body,
+                                                  stmt.thread_binding, stmt.annotations, stmt.step)
     return None
 
 
