@@ -52,7 +52,7 @@ def fuse_fragment_epilogues(mod: tvm.IRModule) -> tvm.IRModule:
 def fused_func(func) -> Optional[tirx.PrimFunc]:
     """``func`` with its first fusable fragment store writing its consumer's output, or None. The
     tree is rebuilt along the store's path by hand: a Schedule's state would cost the analyzer,
-    which reads every candidate so, three times the rest of this."""
+    which reads every candidate so, twice the rest of this."""
     if type(func.body).__name__ != "SBlockRealize":
         return None
     blocks = _blocks(func.body, [])
