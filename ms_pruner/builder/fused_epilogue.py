@@ -30,10 +30,10 @@ from tvm import tirx
 from tvm.ir import Range
 from tvm.s_tir import MatchBufferRegion, SBlock, SBlockRealize
 
+from ..mma_k16 import C_SCOPE as ACCUMULATOR_SCOPE
 from .tir_rebuild import rebuilt, with_rewritten_funcs
 
 FUSE_EPILOGUE_ENV = "MS_PRUNER_FUSE_EPILOGUE"
-ACCUMULATOR_SCOPE = "m16n8k8.matrixC"
 FRAGMENT_ROWS, FRAGMENT_COLS = 16, 8
 WARP_SIZE = 32
 

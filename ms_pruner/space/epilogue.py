@@ -26,9 +26,9 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.schedule_rule import PyScheduleRule
 from tvm.s_tir.schedule import ScheduleError
 
+from ..mma_k16 import C_SCOPE as ACCUMULATOR_SCOPE
 from .pipeline import is_reduction
 
-ACCUMULATOR_SCOPE = "m16n8k8.matrixC"
 WARP_THREADS = 32
 VECTOR_LANES = 4  # an mma-tiled output is a multiple of 16 x 8 elements, so of 32 x 4
 
