@@ -15,10 +15,12 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not o
 
 
 def needs_gpu(test):
-    """A test that measures on a CUDA device: marked ``gpu``, skipped where there is none."""
+    """A test that measures on a CUDA device: marked ``gpu``, skipped where there is none, and run in
+    one xdist worker with the other such tests, so no two time kernels on the device at once."""
     from ms_pruner.hardware import cuda_device_name
 
-    return pytest.mark.gpu(pytest.mark.skipif(cuda_device_name() is None, reason="no CUDA device")(test))
+    test = pytest.mark.skipif(cuda_device_name() is None, reason="no CUDA device")(test)
+    return pytest.mark.gpu(pytest.mark.xdist_group("gpu")(test))
 
 
 def needs_h100_data(test):
