@@ -4,7 +4,8 @@ The analyzer counts registers from the fragments a warp holds (features.py) and 
 them whether a kernel spills and how many blocks an SM holds (gpu_model.py). ptxas's report
 (``builder.resources``) is the real answer to both, available without a GPU, so a database or a
 search round can be checked kernel by kernel: these are pure functions of an Estimate and the
-report, and a summary over many.
+report, and a summary over many. The compiled kernel's SASS adds the issue floor
+(issue_bound.py): where ptxas's instruction order keeps a lone warp from issuing its MMAs faster.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import List, Optional, Sequence
 
 from ..hardware import GPUSpec
 from .gpu_model import blocks_per_sm, estimate_kernel, register_cap
+from .issue_bound import issue_floor_s
 
 
 @dataclasses.dataclass
@@ -33,23 +35,29 @@ class RegisterCheck:
     # The same kernel estimated with ptxas's register count where ptxas does not spill (a spilled
     # kernel's count is the cap, not its need, so the analyzer's own count stays).
     latency_with_ptxas_regs_s: float
+    # One warp's main loop issued as ptxas ordered it (builder.sass_issue), where the SASS was read.
+    warp_trip_cycles: Optional[float] = None
+    issue_floor_s: Optional[float] = None
 
     def as_json(self) -> dict:
         return dataclasses.asdict(self)
 
 
-def check_registers(estimate, resources: Sequence, spec: GPUSpec, max_smem: Optional[int] = None
-                    ) -> List[RegisterCheck]:
+def check_registers(estimate, resources: Sequence, spec: GPUSpec, max_smem: Optional[int] = None,
+                    issues: Optional[Sequence] = None) -> List[RegisterCheck]:
     """Pair each kernel of an Estimate with ptxas's report of it (both in launch order).
 
     ``resources`` are ``builder.KernelResources`` (registers, spill and stack bytes); ``max_smem``
     is the analyzer's shared-memory limit (``StaticAnalyzer.max_shared_memory``). A count mismatch
-    (a kernel ptxas dropped or TVM split) pairs nothing rather than pairing wrongly.
+    (a kernel ptxas dropped or TVM split) pairs nothing rather than pairing wrongly. ``issues`` are
+    the kernels' ``builder.sass_issue.LoopIssue`` (None each where the SASS was not read).
     """
     if not estimate.valid or len(estimate.features) != len(resources):
         return []
+    if issues is None or len(issues) != len(resources):
+        issues = [None] * len(resources)
     checks = []
-    for features, kernel, report in zip(estimate.features, estimate.kernels, resources):
+    for features, kernel, report, issue in zip(estimate.features, estimate.kernels, resources, issues):
         with_ptxas = dataclasses.replace(features, regs_per_thread=float(report.registers))
         rescored = kernel if report.spills else estimate_kernel(with_ptxas, spec, max_smem)
         checks.append(RegisterCheck(
@@ -58,7 +66,9 @@ def check_registers(estimate, resources: Sequence, spec: GPUSpec, max_smem: Opti
             stack_bytes=report.stack_bytes,
             blocks_per_sm_estimate=kernel.blocks_per_sm, blocks_per_sm_ptxas=blocks_per_sm(with_ptxas, spec),
             acc_fragments_per_warp=features.acc_fragments_per_warp, latency_estimate_s=kernel.latency_s,
-            latency_with_ptxas_regs_s=rescored.latency_s))
+            latency_with_ptxas_regs_s=rescored.latency_s,
+            warp_trip_cycles=issue.trip_cycles if issue is not None else None,
+            issue_floor_s=issue_floor_s(issue, features, kernel, spec)))
     return checks
 
 

@@ -24,7 +24,7 @@ def add_evaluation_commands(sub) -> None:
     analyze.add_argument("--json", action="store_true")
     analyze.add_argument("--ptxas", action="store_true",
                          help="also compile each CUDA record with nvcc and hold the analyzer's registers "
-                              "against ptxas's")
+                              "against ptxas's, and its estimates against the SASS's issue floor")
     analyze.set_defaults(func=cmd_analyze)
 
     geometry = sub.add_parser("geometry", help="a tuned run by kernel geometry and operand fetch widths (Markdown)")
@@ -93,6 +93,10 @@ def cmd_analyze(args) -> int:
               f"by neither {r['spill_neither']}, "
               f"by the analyzer only {r['spill_estimate_only']}, by ptxas only {r['spill_ptxas_only']}; "
               f"same blocks per SM {r['same_blocks_per_sm']}; median register error {r['regs_error_median']}")
+        if r["records_with_sass"]:
+            print(f"issue floor (SASS of {r['records_with_sass']} records): spearman {r['spearman_with_issue_floor']:.3f} "
+                  f"against {r['spearman']:.3f}, recall_top10_in_top30 {r['recall_top10_in_top30_with_issue_floor']:.3f} "
+                  f"against {r['recall_top10_in_top30']:.3f}; {r['lifted_by_issue_floor']} kernels under their floor")
     if report.families is not None:
         print("\n".join(format_family_scores(report.families)))
     if report.shared_memory is not None:

@@ -13,7 +13,10 @@ from ..analysis.analyzer import Estimate, StaticAnalyzer
 from ..analysis.geometry import geometry_name, kernel_geometry, operand_fetch_bytes
 from ..analysis.metrics import recall_at_top, spearman
 from ..analysis.registers import RegisterCheck, check_registers, summarize_register_checks
-from ..builder.resources import candidate_resources
+from ..analysis.issue_bound import issue_latencies, with_issue_floor
+from ..builder.resources import cuda_source_resources
+from ..builder.sass_issue import source_loop_issues
+from ..builder.worker import cuda_sources
 from ..database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order, replay_record
 from ..errors import UserError
 from ..hardware import GPUSpec, get_gpu_spec
@@ -251,10 +254,16 @@ def _check_ptxas_possible(records) -> None:
 
 def ptxas_checks(mod, target, estimate: Estimate, analyzer: StaticAnalyzer) -> List[RegisterCheck]:
     """A candidate's kernels (``mod``, estimated by ``analyzer``) against ptxas's report of them:
-    compiled with nvcc as the builder lowers it (``builder.candidate_resources``: ValueError for a
-    target that is not CUDA, RuntimeError when nvcc rejects the source), paired by
-    ``check_registers`` with the analyzer's GPU and shared-memory limit."""
-    return check_registers(estimate, candidate_resources(mod, target), analyzer.hardware, analyzer.max_shared_memory)
+    compiled with nvcc as the builder lowers it (ValueError for a target that is not CUDA,
+    RuntimeError when nvcc rejects the source), paired by ``check_registers`` with the analyzer's
+    GPU and shared-memory limit, and each kernel's main loop issued from the same compile's SASS
+    where a SASS reader is installed (``builder.sass_issue``)."""
+    if target.kind.name != "cuda":
+        raise ValueError(f"register report needs a CUDA target, not {target.kind.name}")
+    sources, arch = cuda_sources(mod, target), str(target.arch)
+    resources = [kernel for source in sources for kernel in cuda_source_resources(source, arch)]
+    issues = source_loop_issues(sources, arch, *issue_latencies(analyzer.hardware))
+    return check_registers(estimate, resources, analyzer.hardware, analyzer.max_shared_memory, issues)
 
 
 def register_summary(records: Sequence[RecordEstimate]) -> dict:
@@ -279,16 +288,28 @@ def register_summary(records: Sequence[RecordEstimate]) -> dict:
             spilling_by_acc.setdefault(f"{check.acc_fragments_per_warp:g}", []).append(ratio)
         rescored = record.predicted_s + sum(c.latency_with_ptxas_regs_s - c.latency_estimate_s
                                             for c in record.registers)
-        scored.append((record.measured_s, record.predicted_s, rescored))
+        scored.append((record.measured_s, record.predicted_s, rescored, _with_issue_floors(record)))
     summary["measured_over_estimate_median"] = {k: statistics.median(v) if v else None for k, v in ratios.items()}
     summary["measured_over_estimate_records"] = {k: len(v) for k, v in ratios.items()}
     summary["spilling_by_acc_fragments"] = {
         k: {"records": len(v), "measured_over_estimate_median": statistics.median(v)}
         for k, v in sorted(spilling_by_acc.items(), key=lambda kv: float(kv[0]))}
     scored.sort()
+    names = ("spearman", "spearman_with_ptxas_regs", "spearman_with_issue_floor")
     for suffix, part in (("", scored), ("_fastest_fifth", scored[:max(2, len(scored) // 5)])):
-        measured = [m for m, _, _ in part]
-        summary["spearman" + suffix] = spearman([p for _, p, _ in part], measured) if len(part) > 1 else None
-        summary["spearman_with_ptxas_regs" + suffix] = (spearman([r for _, _, r in part], measured)
-                                                        if len(part) > 1 else None)
+        measured = [row[0] for row in part]
+        for column, name in enumerate(names, start=1):
+            summary[name + suffix] = spearman([row[column] for row in part], measured) if len(part) > 1 else None
+    for column, name in ((1, "recall_top10_in_top30"), (3, "recall_top10_in_top30_with_issue_floor")):
+        summary[name] = recall_at_top([row[column] for row in scored], [row[0] for row in scored]) if scored else None
+    summary["lifted_by_issue_floor"] = sum(
+        c.issue_floor_s > c.latency_estimate_s for r in records for c in (r.registers or []) if c.issue_floor_s)
+    summary["records_with_sass"] = sum(
+        bool(r.registers) and all(c.warp_trip_cycles is not None for c in r.registers) for r in records)
     return summary
+
+
+def _with_issue_floors(record: RecordEstimate) -> float:
+    """The record's estimate with each kernel's latency combined with its issue floor."""
+    return record.predicted_s + sum(with_issue_floor(c.latency_estimate_s, c.issue_floor_s) - c.latency_estimate_s
+                                    for c in record.registers)
