@@ -175,6 +175,10 @@ def _shape_row(geometry: str, fetch: tuple, picks: list) -> dict:
         row["regs_ptxas"] = [min(c.regs_ptxas for c in checks), max(c.regs_ptxas for c in checks)]
         row["spilling_picks"] = sum(c.spill_ptxas for c in checks)
         row["blocks_per_sm"] = sorted({(c.blocks_per_sm_estimate, c.blocks_per_sm_ptxas) for c in checks})
+        floors = [c.issue_floor_s * 1e6 for c in checks if c.issue_floor_s is not None]
+        if floors:  # the SASS was read: a lone warp's main loop and the floor it sets (docs/compiled.md)
+            row["issue_floor_us"] = [min(floors), max(floors)]
+            row["warp_trip_cycles"] = sorted({c.warp_trip_cycles for c in checks if c.warp_trip_cycles is not None})
         by_arrangement = collections.defaultdict(list)
         for _, check, name in picks:
             if check is not None and name is not None:

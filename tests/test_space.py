@@ -320,6 +320,7 @@ def test_sampled_mma_candidates_build_with_async_copies_as_the_analyzer_predicts
     assert {c["spills"] for c in candidates} == {True, False}
     agreement = report["analyzer_agreement"]
     assert agreement["parity_unrolled"] >= 1 and agreement["parity_unroll_agrees"] >= 30
+    assert agreement["with_issue_floor"] == 32  # every kernel's MMA loop found in its SASS and issued
 
 
 def test_space_command_reports_sketches_samples_and_rejections(tensor_intrinsics, capsys):
@@ -644,8 +645,10 @@ def test_the_mma_space_holds_cutlass_ampere_gemm_tiling_and_builds_it_as_cutlass
     stages, m16n8k16) is a candidate of the H100 mma space: it passes the space's checks, the analyzer
     predicts its shared memory to the byte and no spill, and it ranks it above the same block split
     into eight warps of 32x64 (more shared-memory reads an MMA). Built, it runs as CUTLASS's kernel
-    does: every register in the file but no local memory, and a warp's k-step issues 8 ldmatrix.x4 for
-    its 32 m16n8k16 MMAs. i tiles count 16 rows, j tiles 8 columns, k tiles 16."""
+    does: every register in the file but no local memory, a warp's k-step issues 8 ldmatrix.x4 for its
+    32 m16n8k16 MMAs, and a lone warp issues its main loop at its stall counts, never waiting on a
+    fragment (ptxas loads each k-step's ahead of its MMAs), so its issue floor leaves the estimate as
+    it is. i tiles count 16 rows, j tiles 8 columns, k tiles 16."""
     from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.evaluation.space_report import build_report, describe
 
@@ -654,14 +657,17 @@ def test_the_mma_space_holds_cutlass_ampere_gemm_tiling_and_builds_it_as_cutlass
     four_warps = _tiled(space, "m16n8k16", 3, [[32, 1, 2, 4, 1], [1, 32, 2, 8, 1], [128, 2, 1]])
     eight_warps = _tiled(space, "m16n8k16", 3, [[32, 1, 4, 2, 1], [1, 32, 2, 8, 1], [128, 2, 1]])
     assert four_warps is not None and eight_warps is not None
-    predicted = describe(four_warps, analyzer)
+    estimate = analyzer.estimate(four_warps)
+    predicted = describe(four_warps, analyzer, estimate)
     assert predicted["analyzer_shared_bytes"] == 3 * (128 + 128) * 32 * 2 and not predicted["analyzer_spills"]
     assert predicted["analyzer_latency_us"] < describe(eight_warps, analyzer)["analyzer_latency_us"]
-    built = build_report(four_warps, target)
+    built = build_report(four_warps, target, estimate, analyzer.hardware)
     assert built["status"] == "built" and built["shared_bytes"] == predicted["analyzer_shared_bytes"], built
     assert built["spill_bytes"] == built["stack_bytes"] == 0 and built["registers"] >= 240, built
     assert built["hmma_shapes"] == {"16816": built["sass"]["HMMA"]} and built["sass"]["HMMA"] == 4 * built["sass"]["LDSM"]
     assert built["sass"]["LDGSTS"] > 0 and built["sass"]["LDG"] == 0
+    assert built["warp_trip_cycles"] > 0 and built["warp_trip_wait_cycles"] == 0, built
+    assert built["issue_floor_us"] < built["analyzer_latency_with_floor_us"] == predicted["analyzer_latency_us"]
 
 
 def test_a_linear_layers_gemm_gets_mma_sketches_that_copy_its_weights_as_stored(tensor_intrinsics):

@@ -12,7 +12,7 @@ floors half their estimates and lost its recall: docs/analyzer.md).
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..hardware import GPUSpec
 from .features import KernelFeatures
@@ -52,3 +52,13 @@ def issue_floor_s(issue, features: KernelFeatures, kernel: KernelEstimate, spec:
 def with_issue_floor(latency_s: float, floor_s: Optional[float]) -> float:
     """The estimate, or the issue floor where that is higher."""
     return latency_s if floor_s is None else max(latency_s, floor_s)
+
+
+def kernel_issue_floors(estimate, issues: Sequence, spec: GPUSpec) -> List[Optional[float]]:
+    """``issue_floor_s`` of each kernel of an analyzer Estimate, paired in launch order with the
+    compiled kernels' ``LoopIssue`` (None each where a kernel has no MMA loop; all None where the
+    counts differ: a kernel ptxas dropped or TVM split pairs nothing rather than wrongly)."""
+    if not estimate.valid or len(issues) != len(estimate.kernels):
+        return [None] * len(estimate.kernels)
+    return [issue_floor_s(issue, features, kernel, spec)
+            for issue, features, kernel in zip(issues, estimate.features, estimate.kernels)]

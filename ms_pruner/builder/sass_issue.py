@@ -52,9 +52,15 @@ class LoopIssue:
     instructions: int
     mma_flops: float  # the MMA flops of one trip of the SASS loop, a warp's
     trip_cycles: float
+    stall_cycles: float  # the trip at its stall counts alone: no scoreboard ever waited on
 
     def cycles_per_flop(self) -> float:
         return self.trip_cycles / self.mma_flops
+
+    @property
+    def wait_cycles(self) -> float:
+        """Cycles a trip waits on loads (fragments loaded just before their MMAs) beyond its stalls."""
+        return self.trip_cycles - self.stall_cycles
 
 
 def parse_sass(listing: str) -> List[List[SassInstruction]]:
@@ -131,7 +137,8 @@ def main_loop_issue(listing: str, latencies: Dict[str, float], default_latency: 
             issues.append(None)
             continue
         issues.append(LoopIssue(instructions=len(body), mma_flops=sum(hmma_flops(i.opcode) for i in body),
-                                trip_cycles=warp_trip_cycles(body, latencies, default_latency)))
+                                trip_cycles=warp_trip_cycles(body, latencies, default_latency),
+                                stall_cycles=float(sum(max(1, i.stall) for i in body))))
     return issues
 
 

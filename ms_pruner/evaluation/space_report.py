@@ -20,11 +20,13 @@ from typing import Dict, List
 from ..analysis import StaticAnalyzer
 from ..analysis.geometry import geometry_name, kernel_geometry
 from ..analysis.gpu_model import uses_local_memory
+from ..analysis.issue_bound import issue_latencies, kernel_issue_floors, with_issue_floor
 from ..emulator import EmulatedChecker
 from ..builder import cuda_sources, default_max_workers
 from ..builder.parity_unroll import PRAGMA as PARITY_PRAGMA
 from ..builder.resources import allocated_shared_bytes, cuda_source_compile
 from ..builder.sass import opcode_counts, opcodes, read_sass, tensor_kernel_counts
+from ..builder.sass_issue import main_loop_issue
 from ..builder.worker import lowered_tir
 from ..errors import UserError
 from ..hardware import get_gpu_spec
@@ -79,9 +81,10 @@ def tensor_intrinsics(trace) -> List[str]:
     return names
 
 
-def describe(sch, analyzer) -> dict:
-    """What the schedule is and what the analyzer predicts of it, before anything is lowered."""
-    estimate = analyzer.estimate(sch)
+def describe(sch, analyzer, estimate=None) -> dict:
+    """What the schedule is and what the analyzer predicts of it (``estimate``, its Estimate where
+    already made), before anything is lowered."""
+    estimate = estimate or analyzer.estimate(sch)
     features = estimate.features
     spec = analyzer.hardware
     return {
@@ -105,8 +108,10 @@ def describe(sch, analyzer) -> dict:
     }
 
 
-def build_report(sch, target) -> dict:
-    """Lower ``sch`` as the builder does, compile it with nvcc and read what came out."""
+def build_report(sch, target, estimate=None, spec=None) -> dict:
+    """Lower ``sch`` as the builder does, compile it with nvcc and read what came out; given the
+    analyzer's ``estimate`` of it and its GPUSpec, also how a lone warp issues each kernel's main
+    loop and the issue floor that sets the estimate (``issue_floor``)."""
     started = time.perf_counter()
     try:
         sources = cuda_sources(sch.mod, target, use_nvcc=False)
@@ -114,7 +119,7 @@ def build_report(sch, target) -> dict:
         counts: Dict[str, int] = collections.Counter()
         tensor_ldg = 0
         hmma_shapes: Dict[str, int] = collections.Counter()
-        kernels = []
+        kernels, issues = [], []
         for source in sources:
             cubin, resources = cuda_source_compile(source, str(target.attrs["arch"]))
             listing = read_sass(cubin)
@@ -122,6 +127,8 @@ def build_report(sch, target) -> dict:
             tensor_ldg += tensor_kernel_counts(listing)["LDG"]
             hmma_shapes.update(op.split(".")[1] for op in opcodes(listing) if op.startswith("HMMA."))
             kernels.extend(resources)
+            if spec is not None:
+                issues.extend(main_loop_issue(listing, *issue_latencies(spec)))
     except Exception as err:  # pylint: disable=broad-except
         lines = [line for line in str(err).splitlines() if line.strip()]
         return {"status": "error", "error": lines[-1] if lines else type(err).__name__,
@@ -139,7 +146,22 @@ def build_report(sch, target) -> dict:
         "spill_bytes": sum(k.spill_store_bytes + k.spill_load_bytes for k in kernels),
         "stack_bytes": max((k.stack_bytes for k in kernels), default=0),
         "parity_unrolled": any(PARITY_PRAGMA in source for source in sources),
+        **(issue_floor(estimate, issues, spec) if estimate is not None and spec is not None else {}),
     }
+
+
+def issue_floor(estimate, issues: List, spec) -> dict:
+    """The MMA kernel's main loop as a lone warp issues it (``builder.sass_issue``: cycles a trip,
+    of them waiting on loads beyond the stall counts) and its issue floor; the estimate with each
+    kernel lifted to its floor (docs/compiled.md). Empty where no kernel has an MMA loop."""
+    floors = kernel_issue_floors(estimate, issues, spec)
+    paired = [(issue, floor) for issue, floor in zip(issues, floors) if issue is not None and floor is not None]
+    if not paired:
+        return {}
+    issue, floor = max(paired, key=lambda pair: pair[0].mma_flops)
+    lifted = sum(with_issue_floor(k.latency_s, f) for k, f in zip(estimate.kernels, floors))
+    return {"warp_trip_cycles": round(issue.trip_cycles, 1), "warp_trip_wait_cycles": round(issue.wait_cycles, 1),
+            "issue_floor_us": floor * 1e6, "analyzer_latency_with_floor_us": lifted * 1e6}
 
 
 def register_spill(candidate: dict) -> bool:
@@ -164,9 +186,11 @@ def space_report(query: SpaceQuery) -> dict:
     depths = sorted({d for d in map(pipeline_depth, space.sketches) if d is not None})
     schedules, sampling = sample_with_verdicts(space, query.sample, query.seed)
     analyzer = StaticAnalyzer.for_target(target, gpu=gpu)
-    candidates = [describe(sch, analyzer) for sch in schedules]
+    estimates = [analyzer.estimate(sch) for sch in schedules]
+    candidates = [describe(sch, analyzer, estimate) for sch, estimate in zip(schedules, estimates)]
     if query.build:
-        built = map_on_threads(lambda sch: build_report(sch, target), schedules, threads=query.jobs)
+        built = map_on_threads(lambda pair: build_report(pair[0], target, pair[1], analyzer.hardware),
+                               list(zip(schedules, estimates)), threads=query.jobs)
         for candidate, result in zip(candidates, built):
             candidate.update(result)
             if result["status"] == "built":
@@ -209,6 +233,9 @@ def agreement(candidates: List[dict]) -> dict:
         "mma_with_synchronous_copies": sum(c["tensor_kernel_ldg"] > 0 for c in mma),
         "parity_unrolled": sum(c["parity_unrolled"] for c in built),
         "parity_unroll_agrees": sum(c["analyzer_parity_unrolled"] == c["parity_unrolled"] for c in built),
+        "with_issue_floor": sum("issue_floor_us" in c for c in built),
+        "lifted_by_issue_floor": sum(c["analyzer_latency_with_floor_us"] > c["analyzer_latency_us"]
+                                     for c in built if "issue_floor_us" in c),
     }
 
 
@@ -241,13 +268,20 @@ def format_report(report: dict) -> str:
             sass = " ".join(f"{k} {v}" for k, v in c["sass"].items()) + f" (HMMA shapes {c['hmma_shapes']})"
             local = f", local memory: {c['spill_bytes']} B spilled, {c['stack_bytes']} B stack" if c["spills"] else ""
             pred += (f" | built in {c['build_s']:.0f} s: {c['shared_bytes']} B shared, {c['registers']} regs{local}"
-                     f" | SASS {sass}")
+                     f" | SASS {sass}{_floor(c)}")
         elif c.get("status") == "error":
             pred += f" | ERROR {c['error']}"
         if "emulated" in c:
             pred += " | emulated: " + _emulated(c["emulated"])
         lines.extend([head, "    " + pred])
     return "\n".join(lines)
+
+
+def _floor(candidate: dict) -> str:
+    if "issue_floor_us" not in candidate:
+        return ""
+    return (f" | issue floor {candidate['issue_floor_us']:.1f} us (a lone warp's trip "
+            f"{candidate['warp_trip_cycles']:g} cycles, {candidate['warp_trip_wait_cycles']:g} of them waiting)")
 
 
 def _emulated(check: dict) -> str:
