@@ -5,8 +5,9 @@
 For each valid record (of the kernel geometry whose name contains ``--geometry``, when given): the
 CUDA the builder ships compiled with nvcc as TVM compiles it, ptxas's registers, and from the SASS
 (``cuobjdump -sass``, which needs ``nvdisasm``; both come in the ``nvidia-cuda-cuobjdump`` and
-``nvidia-cuda-nvdisasm`` wheels, pass their folder as ``--cuda-bin``) the opcode counts of the main
-loop (the largest backward branch), the smallest distance in HMMA instructions between two that
+``nvidia-cuda-nvdisasm`` wheels, found as the builder finds them or in ``--cuda-bin``) the opcode
+counts of the main loop (the backward branch with the most MMA flops, ``builder.sass_issue.main_loop``),
+the smallest distance in HMMA instructions between two that
 write the same accumulator registers, and the write-back's global stores. Each record also has its
 warp layout and per-warp fragment tile, read from MultiLevelTilingTensorCore's first two tile
 decisions (``[block, block, warps, serial, inner]``). ``--min-blocks N`` compiles each kernel with
@@ -25,47 +26,30 @@ import collections
 import os
 import re
 import statistics
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import provenance, read_json, valid_records, write_json  # noqa: E402
 
-from ms_pruner.builder.sass import instructions as parse_sass  # noqa: E402  (the listing's parser, shared)
-
 _HMMA_DEST = re.compile(r"^\s*(R\d+),")
 
 
-def read_cubin(cubin: bytes, cuda_bin: str):
-    """(address, opcode, operands) of every instruction ``cuobjdump -sass`` lists for ``cubin``, and
-    the registers of its first kernel (``cuobjdump -res-usage``)."""
-    env = dict(os.environ, PATH=os.pathsep.join(p for p in (cuda_bin, os.environ.get("PATH", "")) if p))
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        text, usage = (subprocess.run(["cuobjdump", flag, f.name], capture_output=True, text=True, env=env,
-                                      check=True).stdout for flag in ("-sass", "-res-usage"))
-    return parse_sass(text), int(re.search(r"REG:(\d+)", usage).group(1))
+def compiled_kernel(source: str, target):
+    """(the first kernel's SASS instructions (``builder.sass_issue.parse_sass``), ptxas's registers for
+    it) of CUDA ``source`` compiled for ``target`` as the builder compiles it."""
+    from ms_pruner.builder.ptxas import cuda_source_compile
+    from ms_pruner.builder.sass import read_sass
+    from ms_pruner.builder.sass_issue import parse_sass
 
-
-def main_loop(instructions: list) -> list:
-    """The instructions inside the largest backward branch (the kernel's main loop)."""
-    span = (0, -1)
-    for address, opcode, operands in instructions:
-        target = re.search(r"0x([0-9a-f]+)", operands)
-        if opcode.startswith("BRA") and target and int(target.group(1), 16) < address:
-            start = int(target.group(1), 16)
-            if address - start > span[1] - span[0]:
-                span = (start, address)
-    return [i for i in instructions if span[0] <= i[0] <= span[1]]
+    cubin, resources = cuda_source_compile(source, str(target.attrs["arch"]))
+    return parse_sass(read_sass(cubin))[0], resources[0].registers
 
 
 def hmma_min_distance(instructions: list):
     """Fewest HMMA instructions between two that write the same accumulator register (None: no
     repeated accumulator): how closely the compiler packed dependent tensor-core operations."""
     last, best = {}, None
-    hmmas = [operands for _, opcode, operands in instructions if opcode.startswith("HMMA")]
+    hmmas = [i.operands for i in instructions if i.family == "HMMA"]
     for position, operands in enumerate(hmmas):
         dest = _HMMA_DEST.match(operands)
         if dest:
@@ -130,21 +114,21 @@ def with_min_blocks(source: str, min_blocks: int) -> str:
     return re.sub(r"__launch_bounds__\((\d+)\)", rf"__launch_bounds__(\1, {min_blocks})", source)
 
 
-def describe(record, sch, measured: float, estimate, cuda_bin: str, min_blocks: int = 0) -> dict:
+def describe(record, sch, measured: float, estimate, min_blocks: int = 0) -> dict:
     from ms_pruner.analysis import geometry_name, kernel_geometry, operand_fetch_bytes
-    from ms_pruner.builder.cuda_binary import compile_cuda_to_cubin
+    from ms_pruner.builder.sass_issue import main_loop
     from ms_pruner.builder.worker import cuda_sources
 
     source = with_min_blocks(cuda_sources(sch.mod, record.target)[0], min_blocks)
-    instructions, registers = read_cubin(compile_cuda_to_cubin(source, record.target), cuda_bin)
-    loop = main_loop(instructions)
-    stores = collections.Counter(op for _, op, _ in instructions if op.startswith("STG"))
+    instructions, registers = compiled_kernel(source, record.target)
+    loop = main_loop(instructions) or []
+    stores = collections.Counter(i.opcode for i in instructions if i.family == "STG")
     return {"measured_us": measured * 1e6, "estimate_us": estimate.latency_s * 1e6,
             "geometry": geometry_name(kernel_geometry(estimate.features)),
             "fetch_bytes": list(operand_fetch_bytes(estimate.features)), **warp_tile(record.trace),
             "registers": registers, "registers_estimate": estimate.features[0].regs_per_thread,
             "main_loop_instructions": len(loop),
-            "main_loop_opcodes": dict(collections.Counter(op.split(".")[0] for _, op, _ in loop).most_common()),
+            "main_loop_opcodes": dict(collections.Counter(i.family for i in loop).most_common()),
             "hmma_min_distance": hmma_min_distance(loop), "global_stores": dict(stores)}
 
 
@@ -182,6 +166,8 @@ def main() -> None:
         return
     if not args.db or not args.out:
         parser.error("--db and --out are required unless --read is given")
+    if args.cuda_bin:
+        os.environ["PATH"] = os.pathsep.join((args.cuda_bin, os.environ.get("PATH", "")))
 
     from ms_pruner.analysis import StaticAnalyzer, geometry_name, kernel_geometry
     from ms_pruner.database import replay_record
@@ -192,7 +178,7 @@ def main() -> None:
             sch = replay_record(record)
             estimate = StaticAnalyzer.for_target(record.target).estimate(sch)
             if args.geometry in geometry_name(kernel_geometry(estimate.features)):
-                row = describe(record, sch, measured, estimate, args.cuda_bin, args.min_blocks)
+                row = describe(record, sch, measured, estimate, args.min_blocks)
                 rows.append(dict(row, db=os.path.normpath(path), record=index))
     summary = summarize(rows)
     for group in summary:

@@ -168,31 +168,44 @@ def test_ptxas_needs_cuda_records(capsys):
 # self-branch, which is not a loop.
 SASS = """
         /*0000*/                   LDC R1, c[0x0][0x28] ;                                     /* 0x00000a00ff017b82 */
+                                                                                      /* 0x000fc00000000000 */
         /*05f0*/                   LDSM.16.M88.4 R140, [R143+0x2200] ;                        /* 0x002200008f8c783b */
+                                                                                      /* 0x000fc00000000000 */
         /*0a20*/                   HMMA.16816.F32 R112, R140.reuse, R120, R112 ;          /* 0x000000788c70723c */
+                                                                                      /* 0x000fc00000000000 */
         /*0a30*/                   HMMA.16816.F32 R4, R140.reuse, R122, R4 ;              /* 0x0000007a8c04723c */
+                                                                                      /* 0x000fc00000000000 */
         /*0a40*/                   HMMA.16816.F32 R8, R140.reuse, R116, R8 ;              /* 0x000000748c08723c */
+                                                                                      /* 0x000fc00000000000 */
         /*0a50*/                   HMMA.16816.F32 R4, R140, R118, R4 ;                    /* 0x000000768c0c723c */
+                                                                                      /* 0x000fc00000000000 */
         /*18c0*/               @P0 BRA 0x5f0 ;                                            /* 0xffffffec00480947 */
+                                                                                      /* 0x000fc00000000000 */
         /*1900*/                   STG.E.128 desc[UR4][R2.64], R8 ;                           /* 0x0000000802007986 */
+                                                                                      /* 0x000fc00000000000 */
         /*2370*/                   EXIT ;                                                     /* 0x000000000000794d */
+                                                                                      /* 0x000fc00000000000 */
         /*2380*/                   BRA 0x2380;                                                /* 0xfffffffc00fc7947 */
+                                                                                      /* 0x000fc00000000000 */
 """
 
 
 def test_sass_mix_reads_the_main_loop_and_its_dependent_hmmas():
-    """scripts/sass_mix.py: the main loop is the span of the largest backward branch (the
-    predicated one here; the exit's self-branch is not a loop), and the closest two HMMAs writing
-    the same accumulator are two apart; ``--min-blocks`` adds its hint to every launch bound."""
+    """scripts/sass_mix.py reads the main loop as the package does (the backward branch with the
+    most MMA flops: the predicated one here; the exit's self-branch is not a loop), and the closest
+    two HMMAs writing the same accumulator are two apart; ``--min-blocks`` adds its hint to every
+    launch bound."""
     import sys
 
-    sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
-    from sass_mix import hmma_min_distance, main_loop, parse_sass, with_min_blocks
+    from ms_pruner.builder.sass_issue import main_loop, parse_sass
 
-    instructions = parse_sass(SASS)
-    assert [op for _, op, _ in instructions][:2] == ["LDC", "LDSM.16.M88.4"] and len(instructions) == 10
+    sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
+    from sass_mix import hmma_min_distance, with_min_blocks
+
+    (instructions,) = parse_sass(SASS)
+    assert [i.opcode for i in instructions][:2] == ["LDC", "LDSM.16.M88.4"] and len(instructions) == 10
     loop = main_loop(instructions)
-    assert [op.split(".")[0] for _, op, _ in loop] == ["LDSM", "HMMA", "HMMA", "HMMA", "HMMA", "BRA"]
+    assert [i.family for i in loop] == ["LDSM", "HMMA", "HMMA", "HMMA", "HMMA", "BRA"]
     assert hmma_min_distance(loop) == 2
     assert hmma_min_distance(loop[:3]) is None
     header = 'extern "C" __global__ void __launch_bounds__(128) main_kernel(half* __restrict__ A_ptr'
