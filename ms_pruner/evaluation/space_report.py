@@ -84,7 +84,7 @@ def tensor_intrinsics(trace) -> List[str]:
 def describe(sch, analyzer, estimate=None) -> dict:
     """What the schedule is and what the analyzer predicts of it (``estimate``, its Estimate where
     already made), before anything is lowered."""
-    estimate = estimate or analyzer.estimate(sch)
+    estimate = estimate if estimate is not None else analyzer.estimate(sch)
     features = estimate.features
     spec = analyzer.hardware
     return {
