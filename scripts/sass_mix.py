@@ -116,14 +116,20 @@ def with_min_blocks(source: str, min_blocks: int) -> str:
 
 def describe(record, sch, measured: float, estimate, min_blocks: int = 0) -> dict:
     from ms_pruner.analysis import geometry_name, kernel_geometry, operand_fetch_bytes
-    from ms_pruner.builder.sass_issue import main_loop
+    from ms_pruner.analysis.issue_bound import issue_latencies
+    from ms_pruner.builder.sass_issue import loop_issue, main_loop
     from ms_pruner.builder.worker import cuda_sources
+    from ms_pruner.hardware import spec_for_target
 
     source = with_min_blocks(cuda_sources(sch.mod, record.target)[0], min_blocks)
     instructions, registers = compiled_kernel(source, record.target)
     loop = main_loop(instructions) or []
     stores = collections.Counter(i.opcode for i in instructions if i.family == "STG")
+    issue = loop_issue(loop, *issue_latencies(spec_for_target(record.target))) if loop else None
     return {"measured_us": measured * 1e6, "estimate_us": estimate.latency_s * 1e6,
+            # A lone warp's main-loop trip and its waits on loads (docs/compiled.md, the issue floor).
+            "warp_trip_cycles": issue.trip_cycles if issue else None,
+            "warp_trip_wait_cycles": issue.wait_cycles if issue else None,
             "geometry": geometry_name(kernel_geometry(estimate.features)),
             "fetch_bytes": list(operand_fetch_bytes(estimate.features)), **warp_tile(record.trace),
             "registers": registers, "registers_estimate": estimate.features[0].regs_per_thread,

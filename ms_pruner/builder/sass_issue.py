@@ -128,18 +128,17 @@ def warp_trip_cycles(body: List[SassInstruction], latencies: Dict[str, float], d
     return clock / trips
 
 
+def loop_issue(body: List[SassInstruction], latencies: Dict[str, float], default_latency: float) -> LoopIssue:
+    """A main loop's ``body`` (``main_loop``) issued by one warp alone."""
+    return LoopIssue(instructions=len(body), mma_flops=sum(hmma_flops(i.opcode) for i in body),
+                     trip_cycles=warp_trip_cycles(body, latencies, default_latency),
+                     stall_cycles=float(sum(max(1, i.stall) for i in body)))
+
+
 def main_loop_issue(listing: str, latencies: Dict[str, float], default_latency: float) -> List[Optional[LoopIssue]]:
     """``LoopIssue`` of each kernel of a listing (None for a kernel with no MMA loop), launch order."""
-    issues: List[Optional[LoopIssue]] = []
-    for kernel in parse_sass(listing):
-        body = main_loop(kernel)
-        if body is None:
-            issues.append(None)
-            continue
-        issues.append(LoopIssue(instructions=len(body), mma_flops=sum(hmma_flops(i.opcode) for i in body),
-                                trip_cycles=warp_trip_cycles(body, latencies, default_latency),
-                                stall_cycles=float(sum(max(1, i.stall) for i in body))))
-    return issues
+    bodies = (main_loop(kernel) for kernel in parse_sass(listing))
+    return [None if body is None else loop_issue(body, latencies, default_latency) for body in bodies]
 
 
 def source_loop_issues(sources: List[str], arch: str, latencies: Dict[str, float], default_latency: float
