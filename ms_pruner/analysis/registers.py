@@ -16,7 +16,7 @@ from typing import List, Optional, Sequence
 
 from ..hardware import GPUSpec
 from .gpu_model import blocks_per_sm, estimate_kernel, register_cap
-from .issue_bound import issue_floor_s
+from .issue_bound import kernel_issue_floors
 
 
 @dataclasses.dataclass
@@ -56,8 +56,9 @@ def check_registers(estimate, resources: Sequence, spec: GPUSpec, max_smem: Opti
         return []
     if issues is None or len(issues) != len(resources):
         issues = [None] * len(resources)
+    floors = kernel_issue_floors(estimate, issues, spec)
     checks = []
-    for features, kernel, report, issue in zip(estimate.features, estimate.kernels, resources, issues):
+    for features, kernel, report, issue, floor in zip(estimate.features, estimate.kernels, resources, issues, floors):
         with_ptxas = dataclasses.replace(features, regs_per_thread=float(report.registers))
         rescored = kernel if report.spills else estimate_kernel(with_ptxas, spec, max_smem)
         checks.append(RegisterCheck(
@@ -68,7 +69,7 @@ def check_registers(estimate, resources: Sequence, spec: GPUSpec, max_smem: Opti
             acc_fragments_per_warp=features.acc_fragments_per_warp, latency_estimate_s=kernel.latency_s,
             latency_with_ptxas_regs_s=rescored.latency_s,
             warp_trip_cycles=issue.trip_cycles if issue is not None else None,
-            issue_floor_s=issue_floor_s(issue, features, kernel, spec)))
+            issue_floor_s=floor))
     return checks
 
 
