@@ -37,10 +37,9 @@ def main():
     register_tensor_intrinsics()
     if args.pool:
         return pool_batches(args)
-    from tvm.s_tir.meta_schedule.builder import BuilderInput
     from tvm.s_tir.meta_schedule.builder.local_builder import default_build
 
-    from ms_pruner.builder import device_module_formats, lower_candidate, make_builder
+    from ms_pruner.builder import lower_candidate
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import DesignSpace
     from ms_pruner.workloads import parse_workload
@@ -69,21 +68,25 @@ def main():
         entry = {"candidates": len(schedules), "lowering_errors_ours": ours, "lowering_errors_stock": stock,
                  "stock_error_messages": stock_errors, "lower_s_per_candidate_ours": ours_s}
         if shutil.which("nvcc") and args.nvcc_builds:
-            builder = make_builder("pruner")
-            start = time.perf_counter()
-            built = builder.build([BuilderInput(s.mod, target) for s in schedules[: args.nvcc_builds]])
-            wall = time.perf_counter() - start
-            entry.update({
-                "nvcc_builds": len(built),
-                "nvcc_build_errors": sum(1 for b in built if b.error_msg),
-                "nvcc_build_wall_s": wall,
-                "builder_workers": builder.max_workers,
-                "artifact_formats": sorted({f for b in built if not b.error_msg
-                                            for f in device_module_formats(str(b.artifact_path))}),
-            })
+            entry.update(nvcc_builds(schedules[: args.nvcc_builds], target))
         result["gpus"][gpu] = entry
         print(gpu, entry)
     write_json(args.out, result)
+
+
+def nvcc_builds(schedules, target) -> dict:
+    """Our builder on the candidates, compiled with nvcc: errors, wall time, the device modules' formats."""
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+    from ms_pruner.builder import make_builder
+
+    builder = make_builder("pruner")
+    start = time.perf_counter()
+    built = builder.build([BuilderInput(s.mod, target) for s in schedules])
+    wall = time.perf_counter() - start
+    summary = _built(built)
+    return {"nvcc_builds": len(built), "nvcc_build_errors": summary["errors"], "nvcc_build_wall_s": wall,
+            "builder_workers": builder.max_workers, "artifact_formats": summary["formats"]}
 
 
 def _built(results) -> dict:

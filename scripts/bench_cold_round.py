@@ -187,6 +187,30 @@ def _shape_row(geometry: str, fetch: tuple, picks: list) -> dict:
     return row
 
 
+def target_hits(measured, arrangements, target_us: float) -> dict:
+    """How many records of each pick shape (geometry and operand fetch widths), and of each shape in
+    each warp arrangement, measured at or below ``target_us``."""
+    import numpy as np
+
+    from ms_pruner.analysis import geometry_name, kernel_geometry, operand_fetch_bytes
+
+    shapes, cells = collections.defaultdict(list), collections.defaultdict(list)
+    for (lat, est), name in zip(measured, arrangements):
+        if est.valid and np.isfinite(lat):
+            key = _shape_key(geometry_name(kernel_geometry(est.features)), operand_fetch_bytes(est.features))
+            shapes[key].append((lat * 1e6, est.latency_s * 1e6))
+            if name is not None:
+                cells[f"{key} | {name}"].append((lat * 1e6, est.latency_s * 1e6))
+
+    def hits(groups) -> dict:
+        return {key: {"records": len(rows), "at_or_below_target": int(sum(us <= target_us for us, _ in rows)),
+                      "best_us": min(rows)[0], "median_us": float(np.median([us for us, _ in rows])),
+                      "best_estimate_us": min(e for _, e in rows)}
+                for key, rows in sorted(groups.items(), key=lambda kv: min(kv[1])[0])}
+
+    return {"target_us": target_us, "hits_by_shape": hits(shapes), "hits_by_arrangement": hits(cells)}
+
+
 def database_reference(paths, analyzer, target_us=None) -> dict:
     """The measured best's estimate and family, and every measured family's latencies, over the
     records of every database in ``paths``; with ``target_us``, how many records of each pick shape
@@ -233,23 +257,7 @@ def database_reference(paths, analyzer, target_us=None) -> dict:
                      for k in by_geometry for wide, narrow in [(by_width[k, False], by_width[k, True])]
                      if wide and narrow), key=lambda g: g["best_wide_us"])}
     if target_us is not None:
-        shapes, cells = collections.defaultdict(list), collections.defaultdict(list)
-        for (lat, est), name in zip(measured, arrangements):
-            if est.valid and np.isfinite(lat):
-                key = _shape_key(geometry_name(kernel_geometry(est.features)), operand_fetch_bytes(est.features))
-                shapes[key].append((lat * 1e6, est.latency_s * 1e6))
-                if name is not None:
-                    cells[f"{key} | {name}"].append((lat * 1e6, est.latency_s * 1e6))
-
-        def hits(groups) -> dict:
-            return {key: {"records": len(rows), "at_or_below_target": int(sum(us <= target_us for us, _ in rows)),
-                          "best_us": min(rows)[0], "median_us": float(np.median([us for us, _ in rows])),
-                          "best_estimate_us": min(e for _, e in rows)}
-                    for key, rows in sorted(groups.items(), key=lambda kv: min(kv[1])[0])}
-
-        reference["target_us"] = target_us
-        reference["hits_by_shape"] = hits(shapes)
-        reference["hits_by_arrangement"] = hits(cells)
+        reference.update(target_hits(measured, arrangements, target_us))
     print(f"database best {reference['best_measured_us']:.1f} us measured, {reference['best_estimate_us']:.1f} us "
           f"estimated ({reference['best_family']})")
     return reference
@@ -280,7 +288,7 @@ def random_reference(mod, target, count: int, analyzer, threads: int, space=None
     return reference
 
 
-def main() -> int:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", action="append", default=None,
                         help="measured database(s) of the workload (default: the shared H100 4096^3 one); the "
@@ -308,8 +316,38 @@ def main() -> int:
                              "rate toward its shape's (arrangement_hit_odds)")
     parser.add_argument("--ptxas", action="store_true",
                         help="compile every pick with nvcc and hold the analyzer's registers against ptxas's")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def _against_reference(run: dict, reference: dict, args: argparse.Namespace) -> str:
+    """Adds to a cold round's run how its picks stand against the reference (the measured database's
+    best and hit rates, or the random samples' best estimate) and says it in one clause."""
+    import numpy as np
+
+    picks = np.array(run["picks_estimate_us"])
+    if "best_estimate_us" not in reference:
+        scale = reference["random_estimate_us"]
+        run["picks_below_random_min"] = int((picks < scale["min"]).sum()) if scale else 0
+        return f"{run['picks_below_random_min']} below the best random sample's estimate"
+    run["picks_below_best_estimate"] = int((picks < reference["best_estimate_us"]).sum())
+    run["picks_in_best_family"] = run["families"].get(reference["best_family"], 0)
+    for shape in run["picks_by_shape"]:  # how the database measured that geometry, if it did
+        shape["db_best_measured_us"] = reference["best_measured_by_geometry"].get(shape["geometry"])
+    versus = (f"{run['picks_below_best_estimate']} below the measured best's estimate; "
+              f"{run['picks_in_best_family']} in its family")
+    if "hits_by_shape" in reference:
+        run.update(shape_hit_odds(run["picks_by_shape"], reference["hits_by_shape"]))
+        run.update(arrangement_hit_odds(run["picks_by_shape"], reference["hits_by_shape"],
+                                        reference["hits_by_arrangement"], args.arrangement_prior))
+        versus += (f"; {run['expected_picks_at_target']} picks expected at {args.target_us:g} us "
+                   f"(chance of one {run['chance_of_a_pick_at_target']}; by warp arrangement "
+                   f"{run['expected_picks_at_target_by_arrangement']}, "
+                   f"{run['chance_of_a_pick_at_target_by_arrangement']})")
+    return versus
+
+
+def main() -> int:
+    args = _arguments()
     import numpy as np
     from ms_pruner.intrinsics import register_tensor_intrinsics
     register_tensor_intrinsics()  # the database's traces name the wmma intrinsics
@@ -338,25 +376,7 @@ def main() -> int:
             run = cold_round(mod, target, generations, population, power, seed, threads, args.per_iter,
                              analyzer, params, ptxas=args.ptxas, space=space)
             picks = np.array(run["picks_estimate_us"])
-            if "best_estimate_us" in reference:
-                run["picks_below_best_estimate"] = int((picks < reference["best_estimate_us"]).sum())
-                run["picks_in_best_family"] = run["families"].get(reference["best_family"], 0)
-                for shape in run["picks_by_shape"]:  # how the database measured that geometry, if it did
-                    shape["db_best_measured_us"] = reference["best_measured_by_geometry"].get(shape["geometry"])
-                versus = (f"{run['picks_below_best_estimate']} below the measured best's estimate; "
-                          f"{run['picks_in_best_family']} in its family")
-                if "hits_by_shape" in reference:
-                    run.update(shape_hit_odds(run["picks_by_shape"], reference["hits_by_shape"]))
-                    run.update(arrangement_hit_odds(run["picks_by_shape"], reference["hits_by_shape"],
-                                                    reference["hits_by_arrangement"], args.arrangement_prior))
-                    versus += (f"; {run['expected_picks_at_target']} picks expected at {args.target_us:g} us "
-                               f"(chance of one {run['chance_of_a_pick_at_target']}; by warp arrangement "
-                               f"{run['expected_picks_at_target_by_arrangement']}, "
-                               f"{run['chance_of_a_pick_at_target_by_arrangement']})")
-            else:
-                scale = reference["random_estimate_us"]
-                run["picks_below_random_min"] = int((picks < scale["min"]).sum()) if scale else 0
-                versus = f"{run['picks_below_random_min']} below the best random sample's estimate"
+            versus = _against_reference(run, reference, args)
             print(f"seed {seed}, {generations} generations of {population}, selection power {power:g}: "
                   f"{run['search_s']:.1f} s; pick estimates min {picks.min():.1f}, "
                   f"median {np.median(picks):.1f} us, {len(run['families'])} families, "

@@ -14,6 +14,18 @@ H100_MM4096 = shared_database(*_H100_MM4096)
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 
 
+def distinct_schedules(work_dir, workload):
+    """Structural hashes of every record's replayed schedule in the work dir."""
+    import tvm_ffi
+
+    from ms_pruner.database import replay_record
+    from ms_pruner.tuning import open_database
+
+    records = open_database(work_dir).get_all_tuning_records()
+    hashes = [int(tvm_ffi.structural_hash(replay_record(r).mod)) for r in records]
+    return records, hashes
+
+
 def needs_gpu(test):
     """A test that measures on a CUDA device: marked ``gpu``, skipped where there is none, and run in
     one xdist worker with the other such tests, so no two time kernels on the device at once."""

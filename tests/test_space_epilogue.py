@@ -80,7 +80,7 @@ def test_a_fused_epilogue_gemm_builds_on_the_mma_family(tensor_intrinsics):
 def test_shared_buffers_merge_as_tvms_allocator_places_them():
     """The result tile is allocated after the operand tiles are freed: in a freed tile at least as
     large (and at most 16 times larger), else over the largest smaller ones, else beside them."""
-    from ms_pruner.analysis.features import merged_shared_bytes
+    from ms_pruner.analysis.shared_allocation import merged_shared_bytes
 
     assert merged_shared_bytes({"A": 8192, "B": 65536}, {"C": 4096}) == 8192 + 65536  # in A's place
     assert merged_shared_bytes({"A": 8192, "B": 65536}, {"C": 131072}) == 131072  # over A and B

@@ -13,6 +13,7 @@ from typing import Dict, List, Tuple
 
 from ..builder.parity_unroll import parity_loops_unrolled
 from .pipeline import fragments_indexed_at_run_time, pipeline_shape, unrolled_whole
+from .shared_allocation import auto_copy_staging, block_shared_bytes
 from .tir_walk import FRAGMENT_LOADS, FRAGMENT_STORES, MMA_INTRINSICS, BlockInfo, ProgramInfo
 
 BASE_REGISTERS = 24.0  # indices, pointers and loop counters of a tiled kernel
@@ -289,7 +290,7 @@ class _KernelTally:
             self.g_write += stream.bytes_total
             if is_fragment(src.scope):  # TVM's auto copy stages the warp's rows through shared memory
                 self.staging_tiles[src.buffer] = max(self.staging_tiles.get(src.buffer, 0.0),
-                                                     _auto_copy_staging(src, dst, self.warps))
+                                                     auto_copy_staging(src, dst, self.warps))
 
     def _direct(self, block: BlockInfo, srcs, dst) -> None:
         for src in srcs:
@@ -339,8 +340,7 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
         kernels.append(KernelFeatures(
             grid=max(b.thread_extent("blockIdx") for b in blocks), threads_per_block=threads,
             warps_per_block=t.warps,
-            smem_per_block=(merged_shared_bytes(t.operand_tiles, t.staging_tiles) if versions > 1 else
-                            max(sum(t.operand_tiles.values()), sum(t.staging_tiles.values()))),
+            smem_per_block=block_shared_bytes(t.operand_tiles, t.staging_tiles, pipelined=versions > 1),
             regs_per_thread=t.registers(fragment_trips), mma_flops=t.mma_flops, mma_count=t.mma_count,
             mma_m=t.mma_shape[0], mma_n=t.mma_shape[1], mma_k=t.mma_shape[2], acc_dtype_bytes=t.acc_bytes,
             cuda_core_flops=t.cuda_flops, acc_fragments_per_warp=t.acc_frags,
@@ -356,40 +356,6 @@ def kernel_features(program: ProgramInfo, warp_size: int = 32) -> List[KernelFea
             epilogue_inputs=t.epilogue_inputs,
         ))
     return kernels
-
-
-AUTO_COPY_ROWS = 8  # rows of a warp's accumulator tile TVM's auto copy stages at a time
-
-
-MERGE_MATCH_RANGE = 16  # TVM's MergeSharedMemoryAllocations reuses a freed buffer within this size ratio
-
-
-def merged_shared_bytes(operand_tiles: Dict[str, float], staging_tiles: Dict[str, float]) -> float:
-    """Shared bytes a block allocates once TVM has merged its buffers (MergeSharedMemoryAllocations):
-    the output staging lives after the main loop's operand tiles, so it takes the place of a freed
-    one at least as large and at most ``MERGE_MATCH_RANGE`` times larger; failing that, of the
-    largest smaller ones, as many as it takes to hold it; failing that, it is allocated beside them.
-    Checked on pipelined mma kernels (docs/space.md); a WMMA kernel keeps the larger of its two
-    sums, the measure the screen's limits were fitted with."""
-    operands, staging = sum(operand_tiles.values()), sum(staging_tiles.values())
-    if not operands or not staging:
-        return max(operands, staging)
-    if any(staging <= size <= MERGE_MATCH_RANGE * staging for size in operand_tiles.values()):
-        return operands
-    taken = 0.0
-    for size in sorted((s for s in operand_tiles.values() if s < staging), reverse=True):
-        taken += size
-        if taken >= staging:
-            break
-    return operands - taken + max(staging, taken)
-
-
-def _auto_copy_staging(src, dst, warps: int) -> float:
-    """Shared bytes TVM's auto copy of accumulators to global (the mma rule's epilogue) allocates: each
-    warp stages ``AUTO_COPY_ROWS`` rows of its tile at a time (read from the lowered kernels of
-    sampled 4096^3 matmul candidates; checked by ``ms-pruner space --build``, docs/space.md)."""
-    row = dst.shape[-1] if dst.shape else 1
-    return float(warps * AUTO_COPY_ROWS * row * src.dtype_bytes)
 
 
 def _live_operand_fragments(acc_frags: float, by_side: Dict[str, float]) -> float:
