@@ -26,6 +26,20 @@ def distinct_schedules(work_dir, workload):
     return records, hashes
 
 
+def workload_space(spec: str, choice: str, gpu: str = "h100"):
+    """(resolved choice, target, DesignSpace) of a workload spec on a GPU's target: the space the
+    tuner searches for that choice, over the module MetaSchedule stores as the workload."""
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search.space import DesignSpace
+    from ms_pruner.space import tuning_space
+    from ms_pruner.tuning.driver import normalized_mod
+    from ms_pruner.workloads import parse_workload
+
+    mod = normalized_mod(parse_workload(spec).prim_func())
+    resolved, target, generator = tuning_space(choice, mod, get_gpu_spec(gpu).target())
+    return resolved, target, DesignSpace(mod, target, space=generator)
+
+
 def needs_gpu(test):
     """A test that measures on a CUDA device: marked ``gpu``, skipped where there is none, and run in
     one xdist worker with the other such tests, so no two time kernels on the device at once."""

@@ -8,25 +8,15 @@ import pytest
 import tvm
 
 from ms_pruner.workloads import parse_workload
+from conftest import workload_space
 
 SMALL_K = "matmul:256x256x128:float16:float32"  # 2-8 k tiles: some mma pipelines are deeper than their loop
-
-
-def _space(spec, choice="mma"):
-    from ms_pruner.hardware import get_gpu_spec
-    from ms_pruner.search.space import DesignSpace
-    from ms_pruner.space import tuning_space
-    from ms_pruner.tuning.driver import normalized_mod
-
-    mod = normalized_mod(parse_workload(spec).prim_func())
-    _, target, generator = tuning_space(choice, mod, get_gpu_spec("h100").target())
-    return target, DesignSpace(mod, target, space=generator)
 
 
 @pytest.fixture(scope="module")
 def small_k(tensor_intrinsics):
     """Two mma candidates of SMALL_K for the H100: the space's first two draws of seed 0."""
-    target, space = _space(SMALL_K)
+    _, target, space = workload_space(SMALL_K, "mma")
     return target, space.sample(2, seed=0)
 
 
@@ -99,7 +89,7 @@ def test_a_padded_conv2d_copies_zeros_where_its_guard_fails(tensor_intrinsics):
     from ms_pruner.emulator import EmulatedChecker
 
     spec = "conv2d_nhwc:4x16x16x64x64k3s1p1:float16:float32"
-    target, space = _space(spec)
+    _, target, space = workload_space(spec, "mma")
     sch = space.sample(1, seed=0)[0]
     assert "cp_async_raw" in lowered_tir(sch.mod, target).script() and " <= " in lowered_tir(sch.mod, target).script()
     check = EmulatedChecker(parse_workload(spec), target).check(sch.mod)
@@ -115,7 +105,7 @@ def test_an_epilogue_kernel_is_checked_where_the_emulated_gemm_blocks_wrote(tens
     monkeypatch.setenv("MS_PRUNER_FUSE_EPILOGUE", "0")
 
     spec = "dense_bias:128x256x64:float16:float32"
-    target, space = _space(spec)
+    _, target, space = workload_space(spec, "mma")
     sch = space.sample(1, seed=0)[0]
     check = EmulatedChecker(parse_workload(spec), target, EmulationConfig(blocks=1, max_threads=0)).check(sch.mod)
     assert check.status == "right" and len(check.blocks) == 2 and check.blocks[0].startswith("main_kernel: 1 of"), check

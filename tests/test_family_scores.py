@@ -7,6 +7,7 @@ import pytest
 
 from ms_pruner.evaluation import RecordEstimate, family_scores
 from ms_pruner.evaluation.family_scores import cross_family_concordance
+from conftest import workload_space
 
 
 def _record(instruction, predicted_us, measured_us):
@@ -38,17 +39,13 @@ def test_analyze_scores_each_family_and_their_scale_on_one_database(tensor_intri
 
     from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.cli import main
-    from ms_pruner.hardware import get_gpu_spec
-    from ms_pruner.search import DesignSpace
-    from ms_pruner.space import sketch_family, tuning_space
-    from ms_pruner.tuning.driver import normalized_mod
-    from ms_pruner.workloads import parse_workload
+    from ms_pruner.space import sketch_family
 
-    mod = normalized_mod(parse_workload("matmul:1024x1024x1024:float16:float32").prim_func())
-    _, target, generator = tuning_space("all", mod, get_gpu_spec("h100").target())
+    _, target, space = workload_space("matmul:1024x1024x1024:float16:float32", "all")
+    mod = space.mod
     analyzer = StaticAnalyzer.for_target(target)
     picked = {"wmma": [], "mma": []}
-    for sch in DesignSpace(mod, target, space=generator).sample(24, seed=0):
+    for sch in space.sample(24, seed=0):
         estimate = analyzer.estimate(sch)
         family = sketch_family(sch.trace)
         if estimate.valid and len(picked[family]) < 4 and estimate.latency_s not in {t for _, t in picked[family]}:

@@ -3,7 +3,7 @@ the copies in registers, and the analyzer predicting which kernels the builder s
 
 import pytest
 
-from conftest import needs_nvcc
+from conftest import needs_nvcc, workload_space
 from ms_pruner.builder.parity_unroll import (PARITY_UNROLL_ENV, PRAGMA, unroll_parity_loops,
                                              unrolled_where_registers_hold)
 
@@ -65,15 +65,8 @@ def test_a_kernel_whose_accumulators_alone_overflow_its_registers_is_not_compile
 def _runtime_indexed_candidate():
     """A sampled H100 mma candidate of the 4096^3 GEMM whose fragment loop runs once a stage under a
     4-stage pipeline (fragments indexed by the k loop's parity) and whose two copies fit 255 registers."""
-    from ms_pruner.hardware import get_gpu_spec
-    from ms_pruner.search.space import DesignSpace
-    from ms_pruner.space import tuning_space
-    from ms_pruner.tuning.driver import normalized_mod
-    from ms_pruner.workloads import parse_workload
-
-    mod = normalized_mod(parse_workload("matmul:4096x4096x4096:float16:float32").prim_func())
-    _, target, generator = tuning_space("mma", mod, get_gpu_spec("h100").target())
-    return DesignSpace(mod, target, space=generator).sample(2, 0)[1], target
+    _, target, space = workload_space("matmul:4096x4096x4096:float16:float32", "mma")
+    return space.sample(2, 0)[1], target
 
 
 @needs_nvcc

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from conftest import H100_MM4096, REPO_ROOT, needs_h100_data, needs_nvcc
+from conftest import H100_MM4096, REPO_ROOT, needs_h100_data, needs_nvcc, workload_space
 from ms_pruner.analysis import StaticAnalyzer, check_registers, summarize_register_checks
 from ms_pruner.builder import KernelResources, candidate_resources, cuda_source_resources, parse_ptxas_report
 from ms_pruner.hardware import GPUSpec
@@ -90,15 +90,10 @@ def test_a_pipelined_loop_nvcc_unrolls_whole_keeps_one_copy_of_its_fragments(ten
     to be chosen at run time, in local memory."""
     from ms_pruner.analysis.gpu_model import uses_local_memory
     from ms_pruner.analysis.pipeline import UNROLLED_TRIPS_ENV
-    from ms_pruner.search import DesignSpace
-    from ms_pruner.space import tuning_space
-    from ms_pruner.tuning.driver import normalized_mod
-    from ms_pruner.workloads import parse_workload
 
     spec = GPUSpec.h100()
-    mod = normalized_mod(parse_workload("matmul:256x256x128:float16:float32").prim_func())
-    _, target, generator = tuning_space("mma", mod, spec.target())
-    sch = DesignSpace(mod, target, space=generator).sample(2, seed=0)[1]
+    _, target, space = workload_space("matmul:256x256x128:float16:float32", "mma")
+    sch = space.sample(2, seed=0)[1]
     (resources,) = candidate_resources(sch.mod, target)
     analyzer = StaticAnalyzer.for_target(target)
     (unrolled,) = analyzer.estimate(sch).features

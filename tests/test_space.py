@@ -1,14 +1,14 @@
 """Design spaces: the WMMA and pipelined mma.sync families, their checks, and what the analyzer and
-nvcc make of their candidates (no GPU needed)."""
+nvcc make of their candidates (no GPU needed). The search over both: test_space_families.py; the
+m16n8k16 fragments: test_mma_k16.py."""
 
 import collections
 import itertools
 import json
 
-import numpy as np
 import pytest
 
-from conftest import needs_nvcc
+from conftest import needs_nvcc, workload_space
 from ms_pruner.errors import UserError
 from ms_pruner.workloads import parse_workload
 
@@ -20,16 +20,6 @@ def _mod(spec):
     from ms_pruner.tuning.driver import normalized_mod
 
     return normalized_mod(parse_workload(spec).prim_func())
-
-
-def _space(spec, choice, gpu="h100"):
-    from ms_pruner.hardware import get_gpu_spec
-    from ms_pruner.search.space import DesignSpace
-    from ms_pruner.space import tuning_space
-
-    mod = _mod(spec)
-    resolved, target, generator = tuning_space(choice, mod, get_gpu_spec(gpu).target())
-    return resolved, target, DesignSpace(mod, target, space=generator)
 
 
 def test_auto_space_is_both_families_where_the_mma_rule_takes_a_block_on_sm80(tensor_intrinsics):
@@ -64,20 +54,20 @@ def test_auto_space_is_both_families_where_the_mma_rule_takes_a_block_on_sm80(te
 def test_all_space_holds_both_families_with_the_opt_in_shared_memory(tensor_intrinsics):
     from ms_pruner.space import mma_shape, pipeline_depth, sketch_family
 
-    resolved, target, space = _space(GEMM, "all")
+    resolved, target, space = workload_space(GEMM, "all")
     families = collections.Counter(sketch_family(s) for s in space.sketches)
     assert resolved == "all" and families["wmma"] >= 1 and None not in families
     mma = sorted((mma_shape(s), pipeline_depth(s)) for s in space.sketches if sketch_family(s) == "mma")
     assert mma == [(shape, depth) for shape in ("m16n8k16", "m16n8k8") for depth in (2, 3, 4)]
     assert int(target.attrs["max_shared_memory_per_block"]) == 227 * 1024
     # The WMMA family alone keeps the tag's 48 KB, as every record tuned before the space choice.
-    _, wmma_target, wmma = _space(GEMM, "wmma")
+    _, wmma_target, wmma = workload_space(GEMM, "wmma")
     assert int(wmma_target.attrs["max_shared_memory_per_block"]) == 48 * 1024
     assert len(wmma.sketches) == families["wmma"]
     # Where the mma rule cannot tensorize (fp32) it falls back to CUDA-core tiling, which the union
     # leaves out: the WMMA family's space holds the same sketch.
     fp32 = "matmul:256x256x256:float32:float32"
-    assert len(_space(fp32, "all")[2].sketches) == len(_space(fp32, "wmma")[2].sketches)
+    assert len(workload_space(fp32, "all")[2].sketches) == len(workload_space(fp32, "wmma")[2].sketches)
 
 
 def _mma_draw(space, depth, i, j, k, unroll=0, shape="m16n8k8"):
@@ -100,7 +90,7 @@ def test_pipeline_depth_sets_the_shared_copies_the_analyzer_predicts(tensor_intr
     from ms_pruner.builder.resources import allocated_shared_bytes
     from ms_pruner.builder.worker import lowered_tir
 
-    _, target, space = _space(GEMM, "mma")
+    _, target, space = workload_space(GEMM, "mma")
     analyzer = StaticAnalyzer.for_target(target)
     tile = (256 + 256) * 2  # a 256 x 256 block tile: bytes of A and B per k element
     for (k, inner_trips), (shape, depth_k) in itertools.product((([64, 2, 4], 2), ([128, 1, 4], 1)),
@@ -127,7 +117,7 @@ def test_a_padded_operand_tile_is_predicted_to_the_byte(tensor_intrinsics):
     from ms_pruner.builder.resources import allocated_shared_bytes
     from ms_pruner.builder.worker import lowered_tir
 
-    _, target, space = _space("matmul:2048x1000x768:float16:float32", "wmma")
+    _, target, space = workload_space("matmul:2048x1000x768:float16:float32", "wmma")
     sch = _tiled(space, "wmma", None, [[32, 4, 1, 1, 1], [1, 9, 1, 7, 1], [16, 1, 3]])
     features = StaticAnalyzer.for_target(target).estimate(sch).features[0]
     assert allocated_shared_bytes(lowered_tir(sch.mod, target)) == [features.smem_per_block] == [15360]
@@ -140,7 +130,7 @@ def test_the_space_report_names_each_candidates_unroll_step(tensor_intrinsics):
     from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.evaluation.space_report import describe, format_report
 
-    _, target, space = _space(GEMM, "mma")
+    _, target, space = workload_space(GEMM, "mma")
     analyzer = StaticAnalyzer.for_target(target)
     tiles = [[32, 1, 2, 4, 1], [1, 32, 2, 8, 1], [128, 2, 1]]
     steps = [describe(_tiled(space, "m16n8k16", 3, tiles, unroll=index), analyzer) for index in (0, 6)]
@@ -160,7 +150,7 @@ def test_permuted_layout_check_drops_the_draws_tvm_cannot_lower(tensor_intrinsic
     from ms_pruner.space import permuted_copies_lowerable
     from ms_pruner.search.space import DesignSpace
 
-    _, target, space = _space(GEMM, "mma")
+    _, target, space = workload_space(GEMM, "mma")
     unchecked = DesignSpace(space.mod, target, space=_without_check(space))
     _, short_k = _mma_draw(unchecked, 3, [4, 2, 4, 2, 2], [4, 4, 4, 4, 2], [256, 1, 2])
     sch = unchecked.replay(short_k, seed=1)
@@ -178,7 +168,7 @@ def test_unrolled_long_permuted_rows_pass_the_check_and_compile(tensor_intrinsic
     from ms_pruner.builder.worker import cuda_sources, lowered_tir
 
     monkeypatch.setenv("MS_PRUNER_SEPARATE_COPY_LANES", separate_lanes)
-    _, target, space = _space(GEMM, "mma")
+    _, target, space = workload_space(GEMM, "mma")
     _, whole = _mma_draw(space, 3, [4, 2, 1, 8, 4], [1, 4, 2, 8, 8], [128, 1, 4], 4)
     sch = space.replay(whole, seed=1)
     assert sch is not None
@@ -199,7 +189,7 @@ def _without_check(space):
 def test_droplet_moves_a_partitioned_tile_within_its_constraint(tensor_intrinsics):
     from ms_pruner.search.droplet import neighbour_decisions
 
-    _, _, space = _space(GEMM, "mma")
+    _, _, space = workload_space(GEMM, "mma")
     _, trace = _mma_draw(space, 3, [1, 16, 1, 2, 8], [4, 4, 8, 4, 1], [64, 2, 4])
     moves = [(inst, new) for inst, new in neighbour_decisions(trace) if inst.kind.name == "SamplePartitionedTile"]
     assert moves
@@ -212,83 +202,6 @@ def test_droplet_moves_a_partitioned_tile_within_its_constraint(tensor_intrinsic
     # j = (4, 4, 8, 4, 1) has inner part 4 = its multiple: no move may take a 2 out of it.
     j_moves = [new for inst, new in moves if int(inst.attrs[2]) == 4]
     assert j_moves and all(new[3] * new[4] % 4 == 0 for new in j_moves)
-
-
-def test_family_floor_trades_the_lowest_picks_for_the_missing_family():
-    from ms_pruner.search.first_round.families import with_family_floor
-
-    picks = ["w1", "w2", "w3", "w4", "w5", "w6"]
-    rest = ["w7", "m1", "w8", "m2", "m3"]
-    family = lambda name: name[0]  # noqa: E731
-    floored, left = with_family_floor(picks, rest, family, 2)
-    assert floored == ["w1", "w2", "w3", "w4", "m1", "m2"]
-    assert left[:2] == ["w5", "w6"] and "m1" not in left and "m3" in left
-    assert with_family_floor(picks, ["w7"], family, 2) == (picks, ["w7"])
-    # A family above its floor gives way only down to the floor.
-    assert with_family_floor(["w1", "w2", "w3"], ["m1", "m2"], family, 2)[0] == ["w1", "w2", "m1"]
-
-
-def test_family_floor_takes_the_short_family_in_the_order_given():
-    """The pruner passes an order that takes each kernel geometry's best first, so a floor of two
-    is not two variants of one tiling."""
-    from ms_pruner.search.first_round.families import with_family_floor
-    from ms_pruner.search.first_round.geometry import capped_per_group
-
-    family = lambda name: name[0]  # noqa: E731
-    geometry = lambda name: name[1]  # noqa: E731
-    one_a_geometry = lambda members: capped_per_group(members, 1, geometry, len(members))  # noqa: E731
-    picks, rest = ["wa1", "wa2", "wb1", "wb2"], ["mx1", "mx2", "mx3", "my1"]
-    assert with_family_floor(picks, rest, family, 2)[0] == ["wa1", "wa2", "mx1", "mx2"]
-    floored, left = with_family_floor(picks, rest, family, 2, one_a_geometry)
-    assert floored == ["wa1", "wa2", "mx1", "my1"] and left == ["wb1", "wb2", "mx2", "mx3"]
-
-
-def test_a_family_the_draft_lost_comes_back_from_the_population():
-    from ms_pruner.search.first_round.families import with_population_families
-
-    family, latency, key = (lambda name: name[0]), (lambda name: int(name[1:])), (lambda name: name)  # noqa: E731
-    draft, population = ["w1", "w2", "w3"], ["w1", "w2", "w3", "w9", "m7", "m4", "m5", "m4", "m6"]
-    assert with_population_families(draft, population, family, 2, latency, key, set()) == draft + ["m4", "m5"]
-    assert with_population_families(draft, population, family, 2, latency, key, {"m4"}) == draft + ["m5", "m6"]
-    # A family at its floor in the draft, or absent from the population, is left as it is.
-    at_floor = draft + ["m6", "m7"]
-    assert with_population_families(at_floor, population, family, 2, latency, key, set()) == at_floor
-    assert with_population_families(draft, draft, family, 2, latency, key, set()) == draft
-
-
-def test_the_cold_draft_keeps_each_family_the_population_holds(tensor_intrinsics):
-    """The cold round's evolution selects on the analyzer alone: with PrunerSearch's defaults on two
-    threads, the H100 ``all`` space of an fp16 ``matmul_nt`` gave a draft with no mma kernel,
-    although its samples held some (most spill, and the analyzer puts them far behind), so the
-    family floor had nothing to measure and the round picked 32 WMMA kernels (``cold_rounds``). The first-round policy brings a lost family's best-estimated
-    samples back before it climbs."""
-    import tvm
-    from tvm.s_tir import meta_schedule as ms
-
-    from ms_pruner.cost_model import PaCM
-    from ms_pruner.hardware import get_gpu_spec
-    from ms_pruner.search import FirstRoundConfig, PrunerConfig, PrunerSearch
-    from ms_pruner.search.stats import RoundStats
-    from ms_pruner.space import sketch_family, tuning_space
-
-    mod = tvm.IRModule({"main": parse_workload("matmul_nt:2048x2304x768:float16:float32").prim_func()})
-    _, target, generator = tuning_space("all", mod, get_gpu_spec("h100").target())
-    strategy = PrunerSearch(PrunerConfig(cold_population=64), FirstRoundConfig(cold_climb_starts=0), seed=0)
-    context = ms.TuneContext(mod=mod, target=target, space_generator=generator, search_strategy=strategy,
-                             task_name="main", rand_state=0, num_threads=2)
-    context.pre_tuning(max_trials=64, num_trials_per_iter=32, design_spaces=context.generate_design_space(),
-                       database=ms.database.MemoryDatabase(), cost_model=PaCM(seed=0))
-    population = strategy.space.sample(48, 0)
-    mma = [s for s in population if sketch_family(s.trace) == "mma"]
-    wmma_draft = [s for s in population if sketch_family(s.trace) == "wmma"]
-    assert mma and wmma_draft
-    stats = RoundStats({})
-    draft = strategy.first_round.expand_draft(wmma_draft, 32, set(), stats, population)
-    added = draft[len(wmma_draft):]
-    estimate = lambda s: strategy.facts.estimate(s).latency_s  # noqa: E731
-    assert len(added) == stats["population_families"] == min(8, len(mma))  # a quarter of the batch
-    assert {sketch_family(s.trace) for s in added} == {"mma"}
-    assert max(map(estimate, added)) <= min(estimate(s) for s in mma if s not in added)
 
 
 @needs_nvcc
@@ -345,87 +258,13 @@ def test_space_command_reports_sketches_samples_and_rejections(tensor_intrinsics
     assert json.loads(capsys.readouterr().out)["resolved_space"] == "wmma"
 
 
-@needs_nvcc
-@pytest.mark.slow
-def test_a_pruner_round_on_both_families_proposes_each_and_every_proposal_builds(tensor_intrinsics):
-    """One cold PrunerSearch round on the ``all`` space for the H100 (nothing measured): the analyzer
-    ranks both families on one scale, the batch holds each family's floor, and every candidate it
-    proposes lowers and compiles."""
-    import tvm
-    from tvm.s_tir import meta_schedule as ms
-
-    from ms_pruner.cost_model import PaCM
-    from ms_pruner.hardware import get_gpu_spec
-    from ms_pruner.evaluation.space_report import build_report
-    from ms_pruner.search import FirstRoundConfig, PrunerConfig, PrunerSearch
-    from ms_pruner.space import sketch_family, tuning_space
-
-    mod = tvm.IRModule({"main": parse_workload(GEMM).prim_func()})
-    _, target, generator = tuning_space("all", mod, get_gpu_spec("h100").target())
-    strategy = PrunerSearch(PrunerConfig(cold_population=64, cold_genetic_iters=1, draft_size=64),
-                            FirstRoundConfig(cold_ptxas_ties=0), seed=0)
-    context = ms.TuneContext(mod=mod, target=target, space_generator=generator, search_strategy=strategy,
-                             task_name="main", rand_state=0, num_threads=2)
-    context.pre_tuning(max_trials=32, num_trials_per_iter=16, design_spaces=context.generate_design_space(),
-                       database=ms.database.MemoryDatabase(), cost_model=PaCM(seed=0))
-    picks = context.search_strategy.generate_measure_candidates()
-    families = collections.Counter(sketch_family(c.sch.trace) for c in picks)
-    assert len(picks) == 8 and families["mma"] >= 2 and families["wmma"] >= 2
-    assert strategy.timings[-1]["families"] == {k: v for k, v in families.items()}
-    for candidate in picks:
-        assert build_report(candidate.sch, target)["status"] == "built"
-
-
-@pytest.mark.slow
-def test_a_default_cold_round_on_sixteen_threads_keeps_both_families(tensor_intrinsics):
-    """The cold round as a 16-core GPU host runs it (PrunerSearch's defaults, H200 target). Its draft
-    of ~660 can rank one family far below the other: on 2026-11-27 an H200 run measured 256 WMMA
-    kernels and no mma one. The carry keeps each family's share, so the floor holds a quarter of
-    the batch for each family, and what the floor brings in is of different kernel geometries as
-    far as the carry holds them (each family's climb fills the carry's share with a few geometries'
-    members). Each instruction of the draft (wmma, m16n8k8, m16n8k16) climbs from its own best
-    geometries, and the mma ones' best tilings are tried on each other's sketch. A 16-thread
-    evolution is not deterministic; which family the floor serves varies."""
-    import tvm
-    from tvm.s_tir import meta_schedule as ms
-
-    from ms_pruner.analysis import StaticAnalyzer, kernel_geometry
-    from ms_pruner.cost_model import PaCM
-    from ms_pruner.hardware import get_gpu_spec
-    from ms_pruner.search import PrunerSearch
-    from ms_pruner.space import sketch_family, tuning_space
-
-    mod = tvm.IRModule({"main": parse_workload(GEMM).prim_func()})
-    _, target, generator = tuning_space("all", mod, get_gpu_spec("h200").target())
-    strategy = PrunerSearch(seed=0)
-    context = ms.TuneContext(mod=mod, target=target, space_generator=generator, search_strategy=strategy,
-                             task_name="main", rand_state=0, num_threads=16)
-    context.pre_tuning(max_trials=256, num_trials_per_iter=64, design_spaces=context.generate_design_space(),
-                       database=ms.database.MemoryDatabase(), cost_model=PaCM(seed=0))
-    picks = [c.sch for c in context.search_strategy.generate_measure_candidates()]
-    families = collections.Counter(sketch_family(s.trace) for s in picks)
-    assert len(picks) == 32 and families["mma"] >= 8 and families["wmma"] >= 8  # the floor: a quarter each
-    analyzer = StaticAnalyzer.for_target(target)
-    geometry = {id(s): kernel_geometry(analyzer.analyze(s)[1].features) for s in picks}
-    random_picks = int(round(32 * strategy.settings.eps_greedy))  # drawn from the draft past the cap
-    assert max(collections.Counter(geometry.values()).values()) <= 16 + random_picks  # cold_geometry_share: half
-    assert set(strategy.timings[-1]["climbed_by_group"]) == {"wmma", "m16n8k8", "m16n8k16"}  # each climbed
-    assert strategy.timings[-1]["transplanted"] > 0  # each mma instruction's best tilings tried on the other's
-    for family, brought in strategy.timings[-1]["family_floor"].items():
-        assert families[family] == 8  # the floor brings in what the family lacks, no more
-        spread = {geometry[id(s)] for s in picks if sketch_family(s.trace) == family}
-        left = {kernel_geometry(analyzer.analyze(s)[1].features) for s in strategy.carry
-                if sketch_family(s.trace) == family}
-        assert len(spread) >= min(brought, len(spread | left))  # a geometry's best first, then seconds
-
-
 def test_the_analyzer_and_pacm_read_an_mma_kernel_block_by_block(tensor_intrinsics):
     """The walk names TVM 0.27's mma intrinsics, counts the auto copies once a block (not once a
     warp), and PaCM's tokens see every data-flow pattern of the kernel."""
     from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.cost_model.tokens import block_pattern
 
-    _, target, space = _space(GEMM, "mma")
+    _, target, space = workload_space(GEMM, "mma")
     _, trace = _mma_draw(space, 3, [1, 16, 1, 2, 8], [4, 4, 8, 4, 1], [64, 2, 4])
     sch = space.replay(trace, seed=1)
     programs, estimate = StaticAnalyzer.for_target(target).analyze(sch)
@@ -469,7 +308,7 @@ def test_every_kernel_of_the_tensorcore_suite_samples_tensor_core_candidates_tha
     from ms_pruner.workloads import get_suite
 
     for workload in get_suite("tensorcore"):
-        _, target, space = _space(workload.spec, "auto")
+        _, target, space = workload_space(workload.spec, "auto")
         assert {sketch_family(s) for s in space.sketches} & {"wmma", "mma"}, workload.spec
         (sch,) = space.sample(1, seed=1)
         assert sketch_family(sch.trace) in ("wmma", "mma"), workload.spec
@@ -477,147 +316,6 @@ def test_every_kernel_of_the_tensorcore_suite_samples_tensor_core_candidates_tha
             assert build_report(sch, target)["status"] == "built", workload.spec
         else:
             lower_candidate(sch.mod, target)
-
-
-def _ldmatrix_x4(shared, addresses, trans):
-    """What ``ldmatrix.x4`` gives each of 32 lanes (8 fp16 values, register by register) from the
-    row addresses lanes 8m..8m+7 give for matrix m (PTX ISA: lane t receives row t/4, columns
-    2(t%4) and 2(t%4)+1 of each 8x8 matrix, of its transpose with .trans)."""
-    out = np.zeros((32, 8))
-    for m in range(4):
-        matrix = np.stack([shared[addresses[8 * m + r]: addresses[8 * m + r] + 8] for r in range(8)])
-        matrix = matrix.T if trans else matrix
-        for lane in range(32):
-            out[lane, 2 * m: 2 * m + 2] = matrix[lane // 4, 2 * (lane % 4): 2 * (lane % 4) + 2]
-    return out
-
-
-def _mma_operands(registers_a, registers_b, offset_a, offset_b, k):
-    """The 16 x k A and k x 8 B matrices one mma.sync m16n8k{k} reads from the lanes' registers at
-    the given offsets (PTX ISA fragment layouts: lane t = 4g + c holds A rows g and g+8, B column g)."""
-    a, b = np.zeros((16, k)), np.zeros((k, 8))
-    for lane in range(32):
-        g, c = divmod(lane, 4)
-        va, vb = registers_a[lane, offset_a:], registers_b[lane, offset_b:]
-        for half in range(k // 8):
-            a[g, 8 * half + 2 * c: 8 * half + 2 * c + 2] = va[4 * half: 4 * half + 2]
-            a[g + 8, 8 * half + 2 * c: 8 * half + 2 * c + 2] = va[4 * half + 2: 4 * half + 4]
-            b[8 * half + 2 * c: 8 * half + 2 * c + 2, g] = vb[2 * half: 2 * half + 2]
-    return a, b
-
-
-def _fragments_hold_the_tiles(k, load_a, load_b, register_a, register_b, rows=64, depth=48, cols=96, b_n_major=False):
-    """Load a warp's A (rows x depth) and B (depth x cols; stored cols x depth where ``b_n_major``)
-    fragments tile by tile as the intrinsics' lanes do, then check that every mma of the warp tile
-    reads exactly its sub-matrices."""
-    rng = np.random.default_rng(k)
-    shared_a, matrix_b = rng.standard_normal((rows, depth)), rng.standard_normal((depth, cols))
-    shared_b = matrix_b.T.copy() if b_n_major else matrix_b
-    registers_a, registers_b = np.full((32, rows * depth // 32), np.nan), np.full((32, depth * cols // 32), np.nan)
-    for registers, shared, load, tile in ((registers_a, shared_a, load_a, (32, k)),
-                                          (registers_b, shared_b, load_b, (32, k) if b_n_major else (k, 32))):
-        for i in range(0, shared.shape[0], tile[0]):
-            for j in range(0, shared.shape[1], tile[1]):
-                for offset, lanes, trans in load(i, j, shared.shape[1]):
-                    addresses = [i * shared.shape[1] + j + lane_address for lane_address in lanes]
-                    registers[:, offset: offset + 8] = _ldmatrix_x4(shared.ravel(), addresses, trans)
-    assert not np.isnan(registers_a).any() and not np.isnan(registers_b).any()
-    for i, j, kk in itertools.product(range(0, rows, 16), range(0, cols, 8), range(0, depth, k)):
-        b_offset = register_b(j, kk, depth) if b_n_major else register_b(kk, j, cols)
-        a, b = _mma_operands(registers_a, registers_b, register_a(i, kk, depth), b_offset, k)
-        assert np.array_equal(a, shared_a[i:i + 16, kk:kk + k]) and np.array_equal(b, matrix_b[kk:kk + k, j:j + 8])
-
-
-def test_m16n8k16_fragments_hold_what_each_instruction_multiplies(tensor_intrinsics):
-    """The m16n8k16 loads and instruction (mma_k16.py), played lane by lane with PTX's
-    ldmatrix and mma.sync fragment layouts. TVM's m16n8k8 intrinsics, played the same way, are the
-    control: a mistake in the playing would fail them too."""
-    from tvm.s_tir.tensor_intrin import cuda
-
-    from ms_pruner import mma_k16
-
-    def k8_a(i, j, stride):
-        return [(cuda.get_index_A(i * stride + j, stride), [lane * stride for lane in range(32)], False)]
-
-    def k8_b(i, j, stride):
-        return [(cuda.get_index_B(i * stride + j, stride), [(lane % 8) * stride + (lane // 8) * 8 for lane in range(32)], True)]
-
-    _fragments_hold_the_tiles(8, k8_a, k8_b, lambda i, j, s: cuda.get_index_A(i * s + j, s),
-                              lambda i, j, s: cuda.get_index_B(i * s + j, s))
-
-    def k16_load(register, lane_address, trans):
-        return lambda i, j, stride: [(register(i, j, stride) + 8 * half, [lane_address(lane, half, stride) for lane in range(32)],
-                                      trans) for half in (0, 1)]
-
-    _fragments_hold_the_tiles(16, k16_load(mma_k16.a_register, mma_k16.a_lane_address, False),
-                              k16_load(mma_k16.b_register, mma_k16.b_lane_address, True),
-                              mma_k16.a_register, mma_k16.b_register)
-    # B stored n-major (a linear layer's weights): untransposed ldmatrix into the same registers.
-    _fragments_hold_the_tiles(16, k16_load(mma_k16.a_register, mma_k16.a_lane_address, False),
-                              k16_load(mma_k16.b_trans_register, mma_k16.b_trans_lane_address, False),
-                              mma_k16.a_register, mma_k16.b_trans_register, b_n_major=True)
-
-
-def test_pruners_samplers_draw_each_family_as_often_as_the_other(tensor_intrinsics):
-    """``DesignSpace.pick_sketch``: on ``all`` (two WMMA sketches, six mma ones) each family gets
-    half the draws and every sketch some; with one family it is MetaSchedule's uniform draw, draw
-    for draw (the seeded rounds of tests/test_golden_round.py rely on that)."""
-    import random
-
-    _, _, space = _space(GEMM, "all")
-    rng = random.Random(0)
-    picks = collections.Counter(space.pick_sketch(rng) for _ in range(4000))
-    families = collections.Counter()
-    for index, times in picks.items():
-        families[space.sketch_families[index]] += times
-    assert set(picks) == set(range(len(space.sketches))) and families.keys() == {"wmma", "mma"}
-    assert abs(families["wmma"] - families["mma"]) < 200
-    _, _, wmma = _space(GEMM, "wmma")
-    a, b = random.Random(1), random.Random(1)
-    assert [wmma.pick_sketch(a) for _ in range(50)] == [b.randrange(len(wmma.sketches)) for _ in range(50)]
-
-
-def test_each_rule_family_climbs_from_its_own_best_geometries(tensor_intrinsics):
-    """``climb.cold_climb`` on a draft of both families and both mma instructions: grouped by
-    ``rule_family``, each family's best geometry is a climb start (so the family floor's picks of the
-    family ranked second are climbed ones too), and grouped by instruction each of wmma, m16n8k8 and
-    m16n8k16 climbs; without a grouping, one start of the kind ranked first. A tile move keeps the
-    sketch, so a climb stays in its family and instruction."""
-    import random
-
-    import tvm_ffi
-
-    from ms_pruner.analysis import StaticAnalyzer, kernel_geometry
-    from ms_pruner.search.first_round.climb import cold_climb
-    from ms_pruner.space import sketch_family, tensor_instruction
-
-    _, target, space = _space("matmul:1024x1024x1024:float16:float32", "all")
-    analyzer = StaticAnalyzer.for_target(target)
-    estimates = {}
-
-    def estimate(sch):
-        key = int(tvm_ffi.structural_hash(sch.mod))
-        if key not in estimates:
-            estimates[key] = analyzer.estimate(sch.mod)
-        return estimates[key]
-
-    draft = space.sample(16, seed=2)
-    family = lambda sch: sketch_family(sch.trace)  # noqa: E731
-    instruction = lambda sch: tensor_instruction(sch.trace)  # noqa: E731
-    best = min(draft, key=lambda s: estimate(s).latency_s)
-    best_mma = min((s for s in draft if family(s) == "mma"), key=lambda s: estimate(s).latency_s)
-    assert {instruction(s) for s in draft} == {"wmma", "m16n8k8", "m16n8k16"}
-
-    def climbed(group):
-        schedules, _, _ = cold_climb(
-            draft, space, lambda s: estimate(s).latency_s, lambda s: kernel_geometry(estimate(s).features),
-            lambda s: int(tvm_ffi.structural_hash(s.mod)), set(), starts=1, steps=1, moves_per_step=12,
-            rng=random.Random(0), rule_family=group)
-        return {instruction(s) for s in schedules}
-
-    assert climbed(None) == {instruction(best)}
-    assert climbed(family) == {"wmma", instruction(best_mma)}
-    assert climbed(instruction) == {"wmma", "m16n8k8", "m16n8k16"}
 
 
 def _tiled(space, instruction, depth, tiles, unroll=0):
@@ -652,7 +350,7 @@ def test_the_mma_space_holds_cutlass_ampere_gemm_tiling_and_builds_it_as_cutlass
     from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.evaluation.space_report import build_report, describe
 
-    _, target, space = _space(GEMM, "mma")
+    _, target, space = workload_space(GEMM, "mma")
     analyzer = StaticAnalyzer.for_target(target)
     four_warps = _tiled(space, "m16n8k16", 3, [[32, 1, 2, 4, 1], [1, 32, 2, 8, 1], [128, 2, 1]])
     eight_warps = _tiled(space, "m16n8k16", 3, [[32, 1, 4, 2, 1], [1, 32, 2, 8, 1], [128, 2, 1]])
@@ -680,11 +378,11 @@ def test_a_linear_layers_gemm_gets_mma_sketches_that_copy_its_weights_as_stored(
 
     dense = "dense_bias:2048x3072x768:float16:float32"
     for spec, trans in ((dense, True), (GEMM, False), (CONV, False)):
-        _, _, space = _space(spec, "mma")
+        _, _, space = workload_space(spec, "mma")
         computes = {compute_intrinsic(s) for s in space.sketches}
         assert {c for c in computes if "m16n8k16" in c} == {"mma_sync_m16n8k16_f16f16f32" + ("_trans" if trans else "")}
         assert {c for c in computes if "m16n8k8" in c} == {"mma_sync_m16n8k8_f16f16f32"}
-    _, _, space = _space(dense, "mma")
+    _, _, space = workload_space(dense, "mma")
     odd = _tiled(space, "m16n8k16", 3, [[16, 1, 2, 4, 1], [1, 24, 4, 4, 1], [24, 2, 1]])
     assert odd is None
     even = _tiled(space, "m16n8k16", 3, [[16, 1, 2, 4, 1], [1, 24, 4, 4, 1], [24, 1, 2]])
@@ -723,7 +421,7 @@ def test_an_n_major_mma_kernel_copies_its_weights_with_cp_async(tensor_intrinsic
 
     monkeypatch.setenv("MS_PRUNER_FUSE_EPILOGUE", "0")
 
-    _, target, space = _space("dense_bias:2048x3072x768:float16:float32", "mma")
+    _, target, space = workload_space("dense_bias:2048x3072x768:float16:float32", "mma")
     sch = _tiled(space, "m16n8k16", 3, [[16, 1, 2, 4, 1], [1, 24, 4, 4, 1], [24, 1, 2]])
     predicted = describe(sch, StaticAnalyzer.for_target(target))
     built = build_report(sch, target)
