@@ -2,6 +2,7 @@
 
 import logging
 import os
+import re
 import shutil
 
 import pytest
@@ -38,6 +39,38 @@ def workload_space(spec: str, choice: str, gpu: str = "h100"):
     mod = normalized_mod(parse_workload(spec).prim_func())
     resolved, target, generator = tuning_space(choice, mod, get_gpu_spec(gpu).target())
     return resolved, target, DesignSpace(mod, target, space=generator)
+
+
+def record_lines(work_dir):
+    """The lines of a work dir's tuning records, one a record, as written."""
+    with open(os.path.join(work_dir, "database_tuning_record.json"), encoding="utf-8") as handle:
+        return [line.strip() for line in handle if line.strip()]
+
+
+def generated_load_bytes(source: str) -> list:
+    """Widest load from each fp16 kernel parameter in CUDA source: 16 for ``*(uint4*)(A_ptr + i)``,
+    2 for a plain ``A_ptr[i]``, in the order of the kernel's parameters."""
+    widths = {"uint4": 16, "uint2": 8, "uint1": 4, "half2": 4, "half4": 8}
+    names = re.findall(r"half\* __restrict__ (\w+)_ptr", source.split(";", 1)[0])  # the declaration
+    out = []
+    for name in names:
+        vector = [widths[t] for t in re.findall(rf"= \*\((\w+)\*\)\({name}_ptr", source) if t in widths]
+        out.append(max(vector) if vector else (2 if f"{name}_ptr[" in source else 0))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tensor_core_candidates(tensor_intrinsics):
+    """Four sampled A100 tensor-core candidates each of a 1024^3 fp16 GEMM and a small conv2d."""
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.workloads import parse_workload
+
+    out = {}
+    for spec in ("matmul:1024x1024x1024:float16:float32", "conv2d_nhwc:4x28x28x64x64k3s1p1:float16:float32"):
+        target = get_gpu_spec("a100").target()
+        out[spec] = (target, DesignSpace(parse_workload(spec).prim_func(), target).sample(4, seed=5))
+    return out
 
 
 def needs_gpu(test):
