@@ -14,7 +14,7 @@ registers by shape alone) and its tile shapes for the loads (A 32 rows, B 32 col
 a 16x32 tile with two transposed ones (columns 0-15, then 16-31). A thread's registers hold each
 tile as one block of 16 values, ordered so that the four A registers and two B registers of one
 m16n8k16 instruction are contiguous (the PTX ISA's fragment layouts: A a0-a3 = rows 0-7/8-15 of
-k 0-7, then of k 8-15; B b0-b1 = k 0-7, k 8-15 of one 8-column slice). ``tests/test_space.py``
+k 0-7, then of k 8-15; B b0-b1 = k 0-7, k 8-15 of one 8-column slice). ``tests/test_mma_k16.py``
 plays these loads and the instruction on every lane against a matrix product.
 
 A GEMM whose B is stored n-major with k contiguous (``dense``, ``matmul_nt``: the weights of a linear

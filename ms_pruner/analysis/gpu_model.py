@@ -257,7 +257,7 @@ def _trip_latency(features: KernelFeatures, spec: GPUSpec, trips: int, spill: _S
     independent) plus issuing one warp's copy instructions, index arithmetic included, back to back.
     The round trip stays on every trip, also those that reuse a tile copied earlier: on the H100 the
     measured best tile with its k loop split under the copy ran 615-665 us against 474
-    (tests/test_analysis.py)."""
+    (tests/test_analysis_records.py)."""
     block_trips = features.grid * trips
     copy_latency = spec.l2_latency_cycles + 2 * BARRIER_CYCLES
     if features.pipeline_stages > 1:
