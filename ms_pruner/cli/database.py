@@ -28,9 +28,10 @@ def add_database_commands(sub) -> None:
 
 
 def cmd_db_list(args) -> int:
-    for path in args.dbs:
+    listed = [(path, list_database(path)) for path in args.dbs]  # a bad path is its one line, before any output
+    for path, rows in listed:
         print(f"{path}:")
-        for row in list_database(path):
+        for row in rows:
             best = f"{row.best_s * 1e6:.1f} us" if math.isfinite(row.best_s) else "none valid"
             print(f"  {row.workload} on {row.target}: {row.records} records ({row.valid} valid), best {best}")
     return 0
