@@ -1,12 +1,13 @@
 """PaCM: training, persistence, errors, MetaSchedule integration, and the held-out comparison."""
 
 import math
+import os
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import H100_MM4096, needs_h100_data
+from conftest import H100_MM4096, REPO_ROOT, needs_h100_data
 from ms_pruner.cli import main
 from ms_pruner.cost_model import PaCM, PaCMCore, fit, ranking_loss, read_model_file
 from ms_pruner.errors import UserError
@@ -266,6 +267,10 @@ def test_evaluate_model_refuses_bad_choices_in_one_line(capsys, tmp_path):
                                                "pacm, pacm-transformer, pretrained, xgb, xgb-trained")
     assert main(["evaluate-model", "--db", str(tmp_path), "--models", "pretrained"]) == 2
     assert "go together" in capsys.readouterr().err
+    cpu_run = os.path.join(REPO_ROOT, "tests", "data", "cpu_pruner_seed0", "batch_matmul_4x64x64x64_float32_float32")
+    assert main(["evaluate-model", "--db", cpu_run, "--db", str(tmp_path / "none"), "--models", "analyzer"]) == 2
+    err = capsys.readouterr().err.strip()  # the missing run, before a run is scored
+    assert len(err.splitlines()) == 1 and "no MetaSchedule database" in err
 
 
 @needs_h100_data

@@ -187,9 +187,9 @@ def evaluate_runs(paths: Sequence[str], models: Sequence[str], seeds: Sequence[i
     """One row a run: per model and metric the mean and spread (min, max) over ``seeds``."""
     check_models(models, pretrained)
     train_count(4, train_frac)
+    runs = [(path, load_run(path)) for path in paths]  # a bad path stops it before any scoring
     rows = []
-    for path in paths:
-        run = load_run(path)
+    for path, run in runs:
         n_train = train_count(len(run.records), train_frac)
         per_seed = [score_split(run, models, n_train, seed, pretrained) for seed in seeds]
         summary = {m: {k: _spread([r[m][k] for r in per_seed]) for k in METRICS} for m in models}
