@@ -41,6 +41,24 @@ def workload_space(spec: str, choice: str, gpu: str = "h100"):
     return resolved, target, DesignSpace(mod, target, space=generator)
 
 
+def tiled_candidate(space, instruction, depth, tiles, unroll=0):
+    """The ``instruction`` sketch of ``depth`` stages replayed with ``tiles`` as its tile decisions (i,
+    j, k in trace order) and ``unroll`` as its unroll step's (an index; a sketch draws its own anew in
+    each process), its other decisions kept; None where a postprocessor rejects it."""
+    from ms_pruner.search.droplet import TILE_SAMPLES
+    from ms_pruner.space import pipeline_depth, tensor_instruction
+
+    sketch = next(s for s in space.sketches if tensor_instruction(s) == instruction and pipeline_depth(s) == depth)
+    decisions = iter(tiles)
+
+    def provide(inst, inputs, attrs, decision):
+        if inst.kind.name == "SampleCategorical":
+            return unroll
+        return next(decisions) if inst.kind.name in TILE_SAMPLES else decision
+
+    return space.replay(sketch, seed=1, decision_provider=provide)
+
+
 def record_lines(work_dir):
     """The lines of a work dir's tuning records, one a record, as written."""
     with open(os.path.join(work_dir, "database_tuning_record.json"), encoding="utf-8") as handle:

@@ -6,8 +6,7 @@ import operator
 
 import pytest
 
-from conftest import needs_nvcc
-from test_space import _space, _tiled
+from conftest import needs_nvcc, tiled_candidate, workload_space
 from test_space_swizzle import (CONV, GEMM, _asynchronous_sources, _copy_predictions, _wide_rows_tiles,
                                 _with_tiles)
 from test_space_swizzle import COPY_LANES_ENV as LANES_ENV
@@ -63,9 +62,9 @@ def _copy_blocks(mod):
 def _gathered_draws():
     """A GEMM tiling whose B rows (768 elements over 4 warps) gather, and a conv2d draw whose padded
     input does."""
-    _, target, space = _space(GEMM, "mma")
+    _, target, space = workload_space(GEMM, "mma")
     gemm = _with_tiles(space, space.sample(1, seed=0)[0], _wide_rows_tiles(4))
-    _, _, conv_space = _space(CONV, "mma")
+    _, _, conv_space = workload_space(CONV, "mma")
     conv = conv_space.sample(1, seed=1)[0]
     return target, [gemm, conv]
 
@@ -152,7 +151,7 @@ def test_a_copy_that_did_not_gather_compiles_to_the_same_cuda_either_way(tensor_
     the CUDA source is identical with the split and without it."""
     from ms_pruner.builder import cuda_sources
 
-    _, target, space = _space(GEMM, "mma")
+    _, target, space = workload_space(GEMM, "mma")
     compared = 0
     for sch in space.sample(4, seed=0, max_attempts=160):
         _without_split(monkeypatch)
@@ -208,8 +207,8 @@ def test_a_transposed_weight_copy_is_never_a_cp_async_and_the_analyzer_calls_it_
     from ms_pruner.builder.copy_lanes import lane_stride
     from ms_pruner.builder.worker import lowered_tir
 
-    _, target, space = _space("dense_bias:2048x3072x768:float16:float32", "mma")
-    sch = _tiled(space, "m16n8k8", 2, [[4, 4, 4, 1, 2], [16, 1, 2, 1, 12], [8, 3, 4]])
+    _, target, space = workload_space("dense_bias:2048x3072x768:float16:float32", "mma")
+    sch = tiled_candidate(space, "m16n8k8", 2, [[4, 4, 4, 1, 2], [16, 1, 2, 1, 12], [8, 3, 4]])
     strides = {name: lane_stride(block) for name, block in _copy_blocks(sch.mod).items()}
     assert strides == {"A_reindex_shared.dyn": 1, "W_reindex_shared.dyn": 768}
     assert _copy_predictions(sch) == {"A": False, "W": True}

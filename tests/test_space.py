@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import needs_nvcc, workload_space
+from conftest import needs_nvcc, tiled_candidate, workload_space
 from ms_pruner.errors import UserError
 from ms_pruner.workloads import parse_workload
 
@@ -118,7 +118,7 @@ def test_a_padded_operand_tile_is_predicted_to_the_byte(tensor_intrinsics):
     from ms_pruner.builder.worker import lowered_tir
 
     _, target, space = workload_space("matmul:2048x1000x768:float16:float32", "wmma")
-    sch = _tiled(space, "wmma", None, [[32, 4, 1, 1, 1], [1, 9, 1, 7, 1], [16, 1, 3]])
+    sch = tiled_candidate(space, "wmma", None, [[32, 4, 1, 1, 1], [1, 9, 1, 7, 1], [16, 1, 3]])
     features = StaticAnalyzer.for_target(target).estimate(sch).features[0]
     assert allocated_shared_bytes(lowered_tir(sch.mod, target)) == [features.smem_per_block] == [15360]
 
@@ -133,7 +133,7 @@ def test_the_space_report_names_each_candidates_unroll_step(tensor_intrinsics):
     _, target, space = workload_space(GEMM, "mma")
     analyzer = StaticAnalyzer.for_target(target)
     tiles = [[32, 1, 2, 4, 1], [1, 32, 2, 8, 1], [128, 2, 1]]
-    steps = [describe(_tiled(space, "m16n8k16", 3, tiles, unroll=index), analyzer) for index in (0, 6)]
+    steps = [describe(tiled_candidate(space, "m16n8k16", 3, tiles, unroll=index), analyzer) for index in (0, 6)]
     assert [c["unroll_max_step"] for c in steps] == [0, 512]
     assert steps[0]["tiles"] == steps[1]["tiles"] == tiles
     text = format_report({"workload": GEMM, "gpu": "h100", "space": "mma", "resolved_space": "mma",
@@ -318,24 +318,6 @@ def test_every_kernel_of_the_tensorcore_suite_samples_tensor_core_candidates_tha
             lower_candidate(sch.mod, target)
 
 
-def _tiled(space, instruction, depth, tiles, unroll=0):
-    """The ``instruction`` sketch of ``depth`` stages replayed with ``tiles`` as its tile decisions (i,
-    j, k in trace order) and ``unroll`` as its unroll step's (an index; a sketch draws its own anew in
-    each process), its other decisions kept; None where a postprocessor rejects it."""
-    from ms_pruner.search.droplet import TILE_SAMPLES
-    from ms_pruner.space import pipeline_depth, tensor_instruction
-
-    sketch = next(s for s in space.sketches if tensor_instruction(s) == instruction and pipeline_depth(s) == depth)
-    decisions = iter(tiles)
-
-    def provide(inst, inputs, attrs, decision):
-        if inst.kind.name == "SampleCategorical":
-            return unroll
-        return next(decisions) if inst.kind.name in TILE_SAMPLES else decision
-
-    return space.replay(sketch, seed=1, decision_provider=provide)
-
-
 @needs_nvcc
 @pytest.mark.slow
 def test_the_mma_space_holds_cutlass_ampere_gemm_tiling_and_builds_it_as_cutlass_does(tensor_intrinsics):
@@ -352,8 +334,8 @@ def test_the_mma_space_holds_cutlass_ampere_gemm_tiling_and_builds_it_as_cutlass
 
     _, target, space = workload_space(GEMM, "mma")
     analyzer = StaticAnalyzer.for_target(target)
-    four_warps = _tiled(space, "m16n8k16", 3, [[32, 1, 2, 4, 1], [1, 32, 2, 8, 1], [128, 2, 1]])
-    eight_warps = _tiled(space, "m16n8k16", 3, [[32, 1, 4, 2, 1], [1, 32, 2, 8, 1], [128, 2, 1]])
+    four_warps = tiled_candidate(space, "m16n8k16", 3, [[32, 1, 2, 4, 1], [1, 32, 2, 8, 1], [128, 2, 1]])
+    eight_warps = tiled_candidate(space, "m16n8k16", 3, [[32, 1, 4, 2, 1], [1, 32, 2, 8, 1], [128, 2, 1]])
     assert four_warps is not None and eight_warps is not None
     estimate = analyzer.estimate(four_warps)
     predicted = describe(four_warps, analyzer, estimate)
@@ -383,9 +365,9 @@ def test_a_linear_layers_gemm_gets_mma_sketches_that_copy_its_weights_as_stored(
         assert {c for c in computes if "m16n8k16" in c} == {"mma_sync_m16n8k16_f16f16f32" + ("_trans" if trans else "")}
         assert {c for c in computes if "m16n8k8" in c} == {"mma_sync_m16n8k8_f16f16f32"}
     _, _, space = workload_space(dense, "mma")
-    odd = _tiled(space, "m16n8k16", 3, [[16, 1, 2, 4, 1], [1, 24, 4, 4, 1], [24, 2, 1]])
+    odd = tiled_candidate(space, "m16n8k16", 3, [[16, 1, 2, 4, 1], [1, 24, 4, 4, 1], [24, 2, 1]])
     assert odd is None
-    even = _tiled(space, "m16n8k16", 3, [[16, 1, 2, 4, 1], [1, 24, 4, 4, 1], [24, 1, 2]])
+    even = tiled_candidate(space, "m16n8k16", 3, [[16, 1, 2, 4, 1], [1, 24, 4, 4, 1], [24, 1, 2]])
     assert even is not None and fragments_lowerable(even.trace)
 
 
@@ -422,7 +404,7 @@ def test_an_n_major_mma_kernel_copies_its_weights_with_cp_async(tensor_intrinsic
     monkeypatch.setenv("MS_PRUNER_FUSE_EPILOGUE", "0")
 
     _, target, space = workload_space("dense_bias:2048x3072x768:float16:float32", "mma")
-    sch = _tiled(space, "m16n8k16", 3, [[16, 1, 2, 4, 1], [1, 24, 4, 4, 1], [24, 1, 2]])
+    sch = tiled_candidate(space, "m16n8k16", 3, [[16, 1, 2, 4, 1], [1, 24, 4, 4, 1], [24, 1, 2]])
     predicted = describe(sch, StaticAnalyzer.for_target(target))
     built = build_report(sch, target)
     assert built["status"] == "built" and built["tensor_kernel_ldg"] == 0 and built["sass"]["LDGSTS"] > 0, built

@@ -6,8 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import needs_nvcc
-from test_space import _space
+from conftest import needs_nvcc, workload_space
 
 EPILOGUE_GEMMS = ("dense_bias:2048x3072x768:float16:float32", "dense_bias_relu:2048x3072x768:float16:float16")
 
@@ -28,7 +27,7 @@ def test_a_fused_epilogue_gemm_samples_mma_candidates_the_analyzer_reads_exactly
     from ms_pruner.space import sketch_family
 
     monkeypatch.setenv("MS_PRUNER_FUSE_EPILOGUE", "1" if fused else "0")
-    _, target, space = _space(spec, "mma")
+    _, target, space = workload_space(spec, "mma")
     assert {sketch_family(s) for s in space.sketches} == {"mma"}
     verdicts = {}
     schedules = space.sample(3, seed=0, max_attempts=200, verdicts=verdicts)
@@ -52,7 +51,7 @@ def test_the_fused_epilogue_computes_the_workload_and_saves_the_second_pass(tens
     from ms_pruner.emulator import EmulatedChecker
     from ms_pruner.workloads import parse_workload
 
-    _, target, space = _space(spec, "mma")
+    _, target, space = workload_space(spec, "mma")
     (sch,) = space.sample(1, seed=2, max_attempts=200)
     check = EmulatedChecker(parse_workload(spec), target).check(sch.mod)
     assert check.status == "right", check.as_json()
@@ -70,7 +69,7 @@ def test_the_fused_epilogue_computes_the_workload_and_saves_the_second_pass(tens
 def test_a_fused_epilogue_gemm_builds_on_the_mma_family(tensor_intrinsics):
     from ms_pruner.evaluation.space_report import build_report
 
-    _, target, space = _space(EPILOGUE_GEMMS[0], "mma")
+    _, target, space = workload_space(EPILOGUE_GEMMS[0], "mma")
     (sch,) = space.sample(1, seed=1, max_attempts=200)
     report = build_report(sch, target)
     assert report["status"] == "built", report.get("error")
@@ -151,7 +150,7 @@ def test_a_reduction_after_the_gemm_is_left_to_autoinline(tensor_intrinsics):
     space = DesignSpace(mod, target, space=generator)
     assert "mma" in {sketch_family(s) for s in space.sketches}
     assert not any(_epilogue_split(inst) for s in space.sketches for inst in s.insts)
-    gemm_then_add = _space(EPILOGUE_GEMMS[0], "mma")[2]  # the control: there the split is made
+    gemm_then_add = workload_space(EPILOGUE_GEMMS[0], "mma")[2]  # the control: there the split is made
     assert any(_epilogue_split(inst) for s in gemm_then_add.sketches for inst in s.insts)
 
 

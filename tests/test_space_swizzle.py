@@ -8,8 +8,7 @@ import re
 
 import pytest
 
-from conftest import needs_nvcc
-from test_space import _space
+from conftest import needs_nvcc, workload_space
 
 COPY_LANES_ENV = "MS_PRUNER_SEPARATE_COPY_LANES"
 GEMM = "matmul:2048x3072x768:float16:float32"
@@ -74,7 +73,7 @@ def test_the_analyzer_predicts_which_copies_lowering_leaves_synchronous(tensor_i
     monkeypatch.setenv(COPY_LANES_ENV, "0")
     seen = {True: 0, False: 0}
     for spec, seed, count in ((GEMM, 0, 6), (CONV, 1, 3)):
-        _, target, space = _space(spec, "mma")
+        _, target, space = workload_space(spec, "mma")
         schedules = space.sample(count, seed=seed, max_attempts=40 * count)
         if spec == GEMM:
             for warps, gathered in WIDE_ROWS.items():
