@@ -1,5 +1,7 @@
 """A warp's main loop issued from its SASS control words, and the issue floor it sets an estimate."""
 
+import pytest
+
 from conftest import needs_nvcc
 from ms_pruner.builder.sass_issue import SassInstruction, hmma_flops, main_loop, parse_sass, warp_trip_cycles
 
@@ -30,6 +32,7 @@ def test_the_main_loop_is_the_backward_branch_with_the_most_mma_flops():
 
 
 @needs_nvcc
+@pytest.mark.slow  # 14 s alone on 2 cores: it compiles two H100 records with nvcc
 def test_the_floor_lifts_the_h100_kernels_ptxas_feeds_one_fragment_at_a_time(h100_runs, tensor_intrinsics):
     """Two records of the first H100 Pruner matmul run, both 128 x 128 block tiles of 4 warps over
     64 trips: record 202 measured 422.0 us, record 79 (168 registers by ptxas against 230) 834 us,
