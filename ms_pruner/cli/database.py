@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from ..database import repair_database
+from ..database.lines import require_database_files
 from ..database.tools import list_database, merge_databases
 
 
@@ -28,10 +29,11 @@ def add_database_commands(sub) -> None:
 
 
 def cmd_db_list(args) -> int:
-    listed = [(path, list_database(path)) for path in args.dbs]  # a bad path is its one line, before any output
-    for path, rows in listed:
+    for path in args.dbs:  # a missing database is its one line, before any output
+        require_database_files(path)
+    for path in args.dbs:
         print(f"{path}:")
-        for row in rows:
+        for row in list_database(path):
             best = f"{row.best_s * 1e6:.1f} us" if math.isfinite(row.best_s) else "none valid"
             print(f"  {row.workload} on {row.target}: {row.records} records ({row.valid} valid), best {best}")
     return 0

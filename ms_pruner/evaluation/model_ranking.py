@@ -24,6 +24,7 @@ from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig
 from ..analysis.metrics import ndcg_at_k, recall_at_top, spearman
 from ..cost_model.pacm import PaCMCore, _task_key, pretrained_momentum, read_model_file
 from ..cost_model.training import Sample
+from ..database.lines import require_database_files
 from ..database.records import FAILED_RUN_SECONDS, mean_latency, measured_batch, records_in_file_order, replay_record
 from ..errors import UserError
 from ..tuning.resume import ROUND_LOG, round_log
@@ -187,9 +188,11 @@ def evaluate_runs(paths: Sequence[str], models: Sequence[str], seeds: Sequence[i
     """One row a run: per model and metric the mean and spread (min, max) over ``seeds``."""
     check_models(models, pretrained)
     train_count(4, train_frac)
-    runs = [(path, load_run(path)) for path in paths]  # a bad path stops it before any scoring
+    for path in paths:  # a missing run stops it before any scoring
+        require_database_files(path)
     rows = []
-    for path, run in runs:
+    for path in paths:
+        run = load_run(path)
         n_train = train_count(len(run.records), train_frac)
         per_seed = [score_split(run, models, n_train, seed, pretrained) for seed in seeds]
         summary = {m: {k: _spread([r[m][k] for r in per_seed]) for k in METRICS} for m in models}
