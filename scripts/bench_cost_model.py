@@ -12,6 +12,7 @@ Writes, under --out-dir:
 - transfer.json.gz / .md: leave one workload out: PaCM pretrained (``ms-pruner train``) on the other
   workload's runs, then started from that file on each run of the held-out one (trees: the gate's
   warm start; transformer: MoA), beside the cold PaCM;
+  MoA's rows also with its gate off (``pretrained-ungated``, ``MS_PRUNER_MOA_GATE=0``);
 - cross_gpu.json.gz / .md: the same with the H100 runs (every workload) as the source and each H200
   run held out: a model pretrained on one GPU, adapted on another's records (MoA's setting; the H200
   has the H100's SM, so this is a shift in memory system, not in architecture);
@@ -62,13 +63,32 @@ def pretrained_rows(sources: list, targets: list, label: str, names: dict, work:
         model_file = os.path.join(work, f"{label.replace(' ', '_')}_{residual}.pt")
         report = train_offline(sources, model_file, time_budget_s=120.0, residual=residual)
         found = evaluate_runs(targets, ["pacm", "pretrained"], SEEDS, pretrained=model_file)
+        models = ["pacm", "pretrained"] + (["pretrained-ungated"] if residual == "transformer" else [])
+        if residual == "transformer":
+            add_ungated_moa(found, targets, model_file)
         for row in found:
             row["database"] = f"{names[row['database']]} ({residual} pretrained on {label})"
             row["pretrained_on"] = [names[r] for r in sources]
             row["pretraining"] = report
         rows.extend(found)
-        tables.append(markdown_table(found, ["pacm", "pretrained"]))
+        tables.append(markdown_table(found, models))
     return rows, tables
+
+
+def add_ungated_moa(rows: list, targets: list, model_file: str) -> None:
+    """Each row's MoA again with its gate off (``MS_PRUNER_MOA_GATE=0``), as ``pretrained-ungated``."""
+    from ms_pruner.cost_model.pacm import MOA_GATE_ENV
+    from ms_pruner.evaluation.model_ranking import evaluate_runs
+
+    os.environ[MOA_GATE_ENV] = "0"
+    try:
+        ungated = evaluate_runs(targets, ["pretrained"], SEEDS, pretrained=model_file)
+    finally:
+        del os.environ[MOA_GATE_ENV]
+    for row, other in zip(rows, ungated):
+        row["summary"]["pretrained-ungated"] = other["summary"]["pretrained"]
+        for seed, scores in other["per_seed"].items():
+            row["per_seed"][seed]["pretrained-ungated"] = scores["pretrained"]
 
 
 def write_tables(out_dir: str, stem: str, common: dict, rows: list, tables: list) -> None:

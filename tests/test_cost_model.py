@@ -137,6 +137,39 @@ def test_moa_keeps_a_momentum_copy(real_samples, tmp_path):
     assert moa.predictor is moa.ema
 
 
+@pytest.fixture(scope="module")
+def backwards_model(real_samples, tmp_path_factory):
+    """A transformer PaCM file trained to rank ``real_samples`` backwards: slowest first."""
+    import dataclasses
+
+    core = PaCMCore(seed=4, residual="transformer")
+    backwards = [dataclasses.replace(s, latency_s=1e-8 / s.latency_s) for s in real_samples]
+    fit(core.net, backwards, core.device, time_budget_s=60, max_epochs=40, batch_size=16, lr=3e-3, val_frac=0.0)
+    path = str(tmp_path_factory.mktemp("moa") / "backwards.pt")
+    core.save(path)
+    return path
+
+
+@pytest.mark.parametrize("gated", [True, False])
+def test_moa_gives_way_to_the_analyzer_when_it_ranks_new_records_worse(real_samples, backwards_model, tmp_path,
+                                                                          monkeypatch, gated):
+    from ms_pruner.cost_model.pacm import MOA_GATE_ENV
+
+    monkeypatch.setenv(MOA_GATE_ENV, "1" if gated else "0")
+    moa = PaCMCore(momentum=0.9, seed=5, max_epochs=5)
+    moa.load(backwards_model, as_pretrained=True)
+    priors = [s.prior for s in real_samples]
+    assert not np.allclose(moa.scores(real_samples), priors)  # no records yet: the momentum net predicts
+    moa.add(real_samples)
+    moa.train()
+    assert moa.momentum_margin < -0.5  # judged before the fine-tune, on records it never trained on
+    assert np.allclose(moa.scores(real_samples), priors) == gated
+    moa.save(str(tmp_path / "adapted.pt"))
+    loaded = PaCMCore(momentum=0.9, seed=6)
+    loaded.load(str(tmp_path / "adapted.pt"))
+    np.testing.assert_array_equal(loaded.scores(real_samples), moa.scores(real_samples))
+
+
 def test_bad_model_files_are_one_clear_line(tmp_path):
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"\x00not a model at all")

@@ -22,13 +22,20 @@ from .knobs import schedule_knobs
 from .net import PaCMNet
 from .residual import GatedResidual, TreeSettings
 from .tokens import BLOCK_SLOTS, PATTERNS, TOKEN_DIM, TokenExtractor
-from .training import FitReport, Sample, fit, predict_scores
+from .training import FitReport, Sample, fit, margin_over_prior, predict_scores
 
 MODEL_FORMAT = "ms_pruner.pacm"
 MODEL_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 RESIDUALS = ("trees", "transformer")
 MOA_MOMENTUM = 0.9
+MOA_GATE_ENV = "MS_PRUNER_MOA_GATE"
+
+
+def moa_gated() -> bool:
+    """Whether MoA's momentum net gives way to the analyzer once it has ranked the run's newly measured
+    records worse (``MS_PRUNER_MOA_GATE``, on unless "0"; off: it always predicts, as in MoA-Pruner)."""
+    return os.environ.get(MOA_GATE_ENV, "1") != "0"
 
 
 def default_device() -> torch.device:
@@ -50,7 +57,10 @@ class PaCMCore:
     ``momentum`` (transformer only) enables MoA: the online net is re-initialised from the momentum
     (EMA) net before each fine-tune, the EMA net then moves ``1 - momentum`` of the way to the tuned
     weights, and the EMA net is the one that predicts (Siamese-style), so one noisy round cannot
-    derail the model.
+    derail the model. Like the trees' gate it answers to the run's own records (``moa_gated``):
+    before each fine-tune the momentum net and the analyzer alone rank the records measured since
+    the last one, which neither has trained on, and the momentum net predicts while its summed
+    margin over the analyzer (``training.margin_over_prior``) is not negative, the analyzer after.
     """
 
     def __init__(self, momentum: Optional[float] = None, time_budget_s: float = 8.0, max_epochs: int = 60,
@@ -74,6 +84,8 @@ class PaCMCore:
         self.extractors: Dict[str, TokenExtractor] = {}
         self.last_fit: Optional[FitReport] = None
         self.updates = 0
+        self.momentum_margin = 0.0
+        self.judged_samples = 0
 
     # -- features -------------------------------------------------------------------------
     def extractor(self, target) -> TokenExtractor:
@@ -114,6 +126,8 @@ class PaCMCore:
         if self.momentum is not None:
             if self.ema is None:
                 self.ema = copy.deepcopy(self.net)
+            self.momentum_margin += margin_over_prior(self.ema, self.samples[self.judged_samples:], self.device)
+            self.judged_samples = len(self.samples)
             self.net.load_state_dict(self.ema.state_dict())
         self.last_fit = fit(self.net, self.samples, self.device, time_budget_s=self.time_budget_s,
                             max_epochs=self.max_epochs, seed=self.seed + self.updates)
@@ -131,6 +145,8 @@ class PaCMCore:
     def scores(self, samples: List[Sample]) -> np.ndarray:
         if self.residual == "trees":
             return self.trees.scores(tree_features(samples), _priors(samples))
+        if self.momentum is not None and moa_gated() and self.momentum_margin < 0:
+            return _priors(samples)
         return predict_scores(self.predictor, samples, self.device)
 
     # -- persistence ----------------------------------------------------------------------
@@ -143,6 +159,7 @@ class PaCMCore:
             "ema": {k: v.detach().cpu() for k, v in self.ema.state_dict().items()} if self.ema else None,
             "trained_samples": len(self.samples),
             "updates": self.updates,
+            "momentum_margin": self.momentum_margin,
             "residual": self.residual,
             "trees": _tree_state(self.trees),
         }
@@ -169,6 +186,7 @@ class PaCMCore:
         else:
             self.ema = PaCMNet(**state["config"]).to(self.device)
             self.ema.load_state_dict(state["ema"])
+            self.momentum_margin = float(state.get("momentum_margin", 0.0))
 
 
 def read_model_file(path: str) -> dict:

@@ -15,6 +15,8 @@ from .net import PaCMNet
 from .tokens import pad_batch
 
 FAILED = math.inf
+VALIDATION_SHARE = 0.2  # each task's later share of records that validates a fit
+MIN_VALIDATED_RECORDS = 10  # a task with fewer records is not split
 
 
 @dataclasses.dataclass
@@ -86,21 +88,40 @@ def later_share_split(tasks: Sequence[str], share: float, min_records: int):
     return train, val
 
 
-def _validation_quality(net: PaCMNet, samples: List[Sample], index: List[int], device) -> float:
-    if not index:
-        return 0.0
-    chosen = [samples[i] for i in index]
-    scores = predict_scores(net, chosen, device)
-    latency = np.array([s.latency_s for s in chosen])
+def ranking_quality(scores: np.ndarray, samples: List[Sample]) -> Optional[float]:
+    """Spearman + NDCG@10 of ``scores`` (higher = faster) against the samples' measured latencies,
+    failures left out; None with fewer than three measured."""
+    latency = np.array([s.latency_s for s in samples])
     ok = np.isfinite(latency)
     if ok.sum() < 3:
-        return 0.0
+        return None
     return spearman(-scores[ok], latency[ok]) + ndcg_at_k(scores[ok], latency[ok], k=10, repeats=20)
+
+
+def _validation_quality(net: PaCMNet, samples: List[Sample], index: List[int], device) -> float:
+    chosen = [samples[i] for i in index]
+    quality = ranking_quality(predict_scores(net, chosen, device), chosen) if chosen else None
+    return 0.0 if quality is None else quality
+
+
+def margin_over_prior(net: PaCMNet, samples: List[Sample], device: torch.device) -> float:
+    """How much better ``net`` ranks ``samples`` than the analyzer's prior alone: the difference in
+    ``ranking_quality``, summed over tasks (a task of fewer than three measured counts 0)."""
+    groups: Dict[str, List[Sample]] = {}
+    for sample in samples:
+        groups.setdefault(sample.task, []).append(sample)
+    margin = 0.0
+    for members in groups.values():
+        net_quality = ranking_quality(predict_scores(net, members, device), members)
+        prior_quality = ranking_quality(np.array([s.prior for s in members]), members)
+        if net_quality is not None and prior_quality is not None:
+            margin += net_quality - prior_quality
+    return margin
 
 
 def fit(net: PaCMNet, samples: List[Sample], device: torch.device, time_budget_s: float = 8.0,
         max_epochs: int = 60, batch_size: int = 256, lr: float = 7e-4, weight_decay: float = 1e-4,
-        seed: int = 0, val_frac: float = 0.2, min_gain: float = 0.05) -> FitReport:
+        seed: int = 0, val_frac: float = VALIDATION_SHARE, min_gain: float = 0.05) -> FitReport:
     """Train ``net`` in place on ``samples`` (grouped by task) until the budget or epochs run out.
 
     The weights kept are those that ranked the held-out later samples best, the starting weights
@@ -109,7 +130,7 @@ def fit(net: PaCMNet, samples: List[Sample], device: torch.device, time_budget_s
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     labels_all = relevance(samples)
-    train_index, val_index = later_share_split([s.task for s in samples], val_frac, min_records=10)
+    train_index, val_index = later_share_split([s.task for s in samples], val_frac, MIN_VALIDATED_RECORDS)
     groups: Dict[str, List[int]] = {}
     for i in train_index:
         groups.setdefault(samples[i].task, []).append(i)
