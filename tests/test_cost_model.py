@@ -163,7 +163,7 @@ def test_moa_gives_way_to_the_analyzer_when_it_ranks_new_records_worse(real_samp
     moa.add(real_samples)
     moa.train()
     assert moa.momentum_margin < -0.5  # judged before the fine-tune, on records it never trained on
-    assert np.allclose(moa.scores(real_samples), priors) == gated
+    assert np.allclose(moa.scores(real_samples), priors) == gated == moa.gated_to_analyzer
     moa.save(str(tmp_path / "adapted.pt"))
     loaded = PaCMCore(momentum=0.9, seed=6)
     loaded.load(str(tmp_path / "adapted.pt"))

@@ -139,13 +139,18 @@ class PaCMCore:
         return self.last_fit
 
     @property
+    def gated_to_analyzer(self) -> bool:
+        """Whether MoA's gate has the analyzer predict in place of the momentum net."""
+        return self.momentum is not None and moa_gated() and self.momentum_margin < 0
+
+    @property
     def predictor(self) -> PaCMNet:
         return self.ema if self.momentum is not None and self.ema is not None else self.net
 
     def scores(self, samples: List[Sample]) -> np.ndarray:
         if self.residual == "trees":
             return self.trees.scores(tree_features(samples), _priors(samples))
-        if self.momentum is not None and moa_gated() and self.momentum_margin < 0:
+        if self.gated_to_analyzer:
             return _priors(samples)
         return predict_scores(self.predictor, samples, self.device)
 
@@ -266,6 +271,13 @@ class PaCM(PyCostModel):
         self.update_calls = 0
         if pretrained:
             self.core.load(pretrained, as_pretrained=True)
+
+    @property
+    def description(self) -> str:
+        """What ranks now, for round logs: PaCM, MoA's PaCM, or MoA's gate's analyzer."""
+        if self.core.momentum is None:
+            return "PaCM"
+        return "MoA PaCM, gated to the analyzer" if self.core.gated_to_analyzer else "MoA PaCM"
 
     def load(self, path: str) -> None:
         self.core.load(path)

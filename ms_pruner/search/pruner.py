@@ -138,7 +138,7 @@ class PrunerSearch(PySearchStrategy):
         left = self.max_trials - self.trials
         follow_up, self.follow_up = self.follow_up, None
         header = {"round": self.round, "task": str(self.context.task_name),
-                  "verifier": "own MoA PaCM" if self.own_model is not None else "tuning cost model",
+                  "verifier": f"own {self.own_model.description}" if self.own_model is not None else "tuning cost model",
                   **logged_settings(self.config, self.first_round_config)}
         stats, picks = RoundStats(header), []
         before = counters(same_kernels=self.same_kernels)
