@@ -80,11 +80,15 @@ def add_ungated_moa(rows: list, targets: list, model_file: str) -> None:
     from ms_pruner.cost_model.pacm import MOA_GATE_ENV
     from ms_pruner.evaluation.model_ranking import evaluate_runs
 
+    setting = os.environ.get(MOA_GATE_ENV)
     os.environ[MOA_GATE_ENV] = "0"
     try:
         ungated = evaluate_runs(targets, ["pretrained"], SEEDS, pretrained=model_file)
     finally:
-        del os.environ[MOA_GATE_ENV]
+        if setting is None:
+            del os.environ[MOA_GATE_ENV]
+        else:
+            os.environ[MOA_GATE_ENV] = setting
     for row, other in zip(rows, ungated):
         row["summary"]["pretrained-ungated"] = other["summary"]["pretrained"]
         for seed, scores in other["per_seed"].items():
