@@ -63,9 +63,10 @@ def pretrained_rows(sources: list, targets: list, label: str, names: dict, work:
         model_file = os.path.join(work, f"{label.replace(' ', '_')}_{residual}.pt")
         report = train_offline(sources, model_file, time_budget_s=120.0, residual=residual)
         found = evaluate_runs(targets, ["pacm", "pretrained"], SEEDS, pretrained=model_file)
-        models = ["pacm", "pretrained"] + (["pretrained-ungated"] if residual == "transformer" else [])
+        models = ["pacm", "pretrained"]
         if residual == "transformer":
             add_ungated_moa(found, targets, model_file)
+            models.append("pretrained-ungated")
         for row in found:
             row["database"] = f"{names[row['database']]} ({residual} pretrained on {label})"
             row["pretrained_on"] = [names[r] for r in sources]
