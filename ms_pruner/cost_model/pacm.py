@@ -22,7 +22,7 @@ from .knobs import schedule_knobs
 from .net import PaCMNet
 from .residual import GatedResidual, TreeSettings
 from .tokens import BLOCK_SLOTS, PATTERNS, TOKEN_DIM, TokenExtractor
-from .training import FitReport, Sample, fit, margin_over_prior, predict_scores
+from .training import FitReport, Sample, fit, margin_over_prior, predict_scores, priors
 
 MODEL_FORMAT = "ms_pruner.pacm"
 MODEL_VERSION = 2
@@ -117,7 +117,7 @@ class PaCMCore:
         if self.residual == "trees":
             start = time.perf_counter()
             fit_trees = self.trees.pretrain if offline else self.trees.fit
-            fit_trees(tree_features(self.samples), _priors(self.samples),
+            fit_trees(tree_features(self.samples), priors(self.samples),
                       np.array([s.latency_s for s in self.samples]), [s.task for s in self.samples])
             self.updates += 1
             self.last_fit = FitReport(epochs=self.trees.chosen.rounds if self.trees.chosen else 0,
@@ -149,9 +149,9 @@ class PaCMCore:
 
     def scores(self, samples: List[Sample]) -> np.ndarray:
         if self.residual == "trees":
-            return self.trees.scores(tree_features(samples), _priors(samples))
+            return self.trees.scores(tree_features(samples), priors(samples))
         if self.gated_to_analyzer:
-            return _priors(samples)
+            return priors(samples)
         return predict_scores(self.predictor, samples, self.device)
 
     # -- persistence ----------------------------------------------------------------------
@@ -224,10 +224,6 @@ def pretrained_momentum(path: Optional[str]) -> Optional[float]:
     if not path:
         return None
     return MOA_MOMENTUM if read_model_file(path).get("residual", "transformer") == "transformer" else None
-
-
-def _priors(samples: List[Sample]) -> np.ndarray:
-    return np.array([s.prior for s in samples], dtype=np.float64)
 
 
 def tree_features(samples: List[Sample]) -> np.ndarray:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -70,6 +70,19 @@ class FitReport:
     last_loss: float
 
 
+def task_groups(tasks: Sequence[str], index: Optional[Iterable[int]] = None) -> Dict[str, List[int]]:
+    """The indices ``index`` (default: all of ``tasks``) grouped by their task, each in the order given."""
+    groups: Dict[str, List[int]] = {}
+    for i in range(len(tasks)) if index is None else index:
+        groups.setdefault(tasks[i], []).append(i)
+    return groups
+
+
+def priors(samples: List[Sample]) -> np.ndarray:
+    """The analyzer's score of each sample, -log(latency): what the learned parts add to."""
+    return np.array([s.prior for s in samples], dtype=np.float64)
+
+
 def later_share_split(tasks: Sequence[str], share: float, min_records: int):
     """(train, validate) indices: per task, its later ``share`` of records in measurement order
     validates (none for a task of fewer than ``min_records``), the rest trains; grouped by task.
@@ -77,11 +90,8 @@ def later_share_split(tasks: Sequence[str], share: float, min_records: int):
     Later measurements are better than earlier ones, so this asks the same question tuning does:
     does what was learned from the past rank the future well?
     """
-    groups: Dict[str, List[int]] = {}
-    for i, task in enumerate(tasks):
-        groups.setdefault(task, []).append(i)
     train, val = [], []
-    for members in groups.values():
+    for members in task_groups(tasks).values():
         n_val = int(len(members) * share) if len(members) >= min_records else 0
         train.extend(members[: len(members) - n_val])
         val.extend(members[len(members) - n_val:])
@@ -107,13 +117,11 @@ def _validation_quality(net: PaCMNet, samples: List[Sample], index: List[int], d
 def margin_over_prior(net: PaCMNet, samples: List[Sample], device: torch.device) -> float:
     """How much better ``net`` ranks ``samples`` than the analyzer's prior alone: the difference in
     ``ranking_quality``, summed over tasks (a task of fewer than three measured counts 0)."""
-    groups: Dict[str, List[Sample]] = {}
-    for sample in samples:
-        groups.setdefault(sample.task, []).append(sample)
     margin = 0.0
-    for members in groups.values():
+    for index in task_groups([s.task for s in samples]).values():
+        members = [samples[i] for i in index]
         net_quality = ranking_quality(predict_scores(net, members, device), members)
-        prior_quality = ranking_quality(np.array([s.prior for s in members]), members)
+        prior_quality = ranking_quality(priors(members), members)
         if net_quality is not None and prior_quality is not None:
             margin += net_quality - prior_quality
     return margin
@@ -130,10 +138,9 @@ def fit(net: PaCMNet, samples: List[Sample], device: torch.device, time_budget_s
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     labels_all = relevance(samples)
-    train_index, val_index = later_share_split([s.task for s in samples], val_frac, MIN_VALIDATED_RECORDS)
-    groups: Dict[str, List[int]] = {}
-    for i in train_index:
-        groups.setdefault(samples[i].task, []).append(i)
+    tasks = [s.task for s in samples]
+    train_index, val_index = later_share_split(tasks, val_frac, MIN_VALIDATED_RECORDS)
+    groups = task_groups(tasks, train_index)
     tokens, padding = pad_batch([s.tokens for s in samples])
     tokens_t = torch.from_numpy(tokens).to(device)
     padding_t = torch.from_numpy(padding).to(device)
@@ -181,11 +188,8 @@ def ranking_loss(net: PaCMNet, samples: List[Sample], device: torch.device) -> f
     """The LambdaRank loss of ``net`` over each task's full sample set (for tests and reports)."""
     labels = relevance(samples)
     total, count = 0.0, 0
-    groups: Dict[str, List[int]] = {}
-    for i, s in enumerate(samples):
-        groups.setdefault(s.task, []).append(i)
     with torch.no_grad():
-        for members in groups.values():
+        for members in task_groups([s.task for s in samples]).values():
             scores = predict_scores(net, [samples[i] for i in members], device)
             total += float(lambda_rank_loss(torch.from_numpy(scores), torch.from_numpy(labels[members])))
             count += 1
