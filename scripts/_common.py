@@ -170,6 +170,26 @@ def pick_register_checks(picks, estimates, target, analyzer) -> list:
     return checks
 
 
+def emulated_picks(picks, instructions, workload_spec: str, target) -> dict:
+    """Each pick's kernels run by the emulator against the exact result (docs/emulator.md): what a
+    round would measure checked before any GPU time, its statuses counted by tensor instruction, the
+    picks not right listed with their reasons."""
+    import collections
+
+    from ms_pruner.emulator import EmulatedChecker
+    from ms_pruner.workloads import parse_workload
+
+    checker = EmulatedChecker(parse_workload(workload_spec), target)
+    checks = [checker.check(pick.sch.mod) for pick in picks]
+    by_instruction = collections.defaultdict(collections.Counter)
+    for instruction, check in zip(instructions, checks):
+        by_instruction[instruction][check.status] += 1
+    return {"by_instruction": {k: dict(v) for k, v in sorted(by_instruction.items())},
+            "largest_error": max((c.error for c in checks if c.error is not None), default=None),
+            "seconds": round(sum(c.seconds for c in checks), 1),
+            "not_right": [dict(c.as_json(), pick=i) for i, c in enumerate(checks) if c.status != "right"]}
+
+
 def valid_records(path: str):
     """(index, record, measured seconds) of each record of the run in ``path`` that built and ran,
     in measurement order, with the tensor intrinsics registered that its traces name."""

@@ -21,6 +21,12 @@ would measure).
 With ``--db`` and ``--target-us``, each run also reads its picks against the databases' records:
 by shape (geometry and fetch widths: ``shape_hit_odds``) and, one level finer, by how each pick's
 warp loops its fragments (``arrangement_hit_odds``, docs/analyzer.md, section 3).
+
+    python scripts/bench_cold_round.py --workload dense_bias:2048x3072x768:float16:float32 --space all \
+        --drafts 1x384^8 --emulate
+
+runs every pick's kernels on the CPU emulator against the workload's exact result (docs/emulator.md):
+what a GPU would measure first, the climb's reshaped tiles included, checked before it does.
 """
 
 import argparse
@@ -28,11 +34,12 @@ import collections
 import os
 import sys
 import time
+from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import (H100_MM4096, add_workload_arguments, divides_in_output_address, parse_params,  # noqa: E402
-                     pick_register_checks, provenance, pruner_search, searched_source, resolved_space, tune_context,
-                     workload_and_target, write_json)
+from _common import (H100_MM4096, add_workload_arguments, divides_in_output_address, emulated_picks,  # noqa: E402
+                     parse_params, pick_register_checks, provenance, pruner_search, searched_source, resolved_space,
+                     tune_context, workload_and_target, write_json)
 
 
 def _family(estimate) -> str:
@@ -49,7 +56,8 @@ def _draft(spec: str):
 
 
 def cold_round(mod, target, generations: int, population: int, power: float, seed: int, threads: int,
-               per_iter: int, analyzer, params: dict, ptxas: bool = False, space=None) -> dict:
+               per_iter: int, analyzer, params: dict, ptxas: bool = False, space=None,
+               emulated_workload: Optional[str] = None) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
     from ms_pruner.analysis import (geometry_name, has_narrow_fetch, kernel_geometry, operand_fetch_bytes,
@@ -94,7 +102,9 @@ def cold_round(mod, target, generations: int, population: int, power: float, see
             "distinct_tilings": len({tile_decisions(c.sch.trace) for c in picks}),
             "picks_by_shape": sorted((_shape_row(g, f, v) for (g, f), v in shapes.items()),
                                      key=lambda x: x["best_estimate_us"]),
-            **({"ptxas": summarize_register_checks(checks)} if ptxas else {})}
+            **({"ptxas": summarize_register_checks(checks)} if ptxas else {}),
+            **({"emulated": emulated_picks(picks, pick_instructions, emulated_workload, target)}
+               if emulated_workload else {})}
 
 
 def _geometries_by_family(families, geometries) -> dict:
@@ -316,7 +326,12 @@ def _arguments() -> argparse.Namespace:
                              "rate toward its shape's (arrangement_hit_odds)")
     parser.add_argument("--ptxas", action="store_true",
                         help="compile every pick with nvcc and hold the analyzer's registers against ptxas's")
-    return parser.parse_args()
+    parser.add_argument("--emulate", action="store_true",
+                        help="with --workload: run every pick's kernels on the CPU emulator against the exact result")
+    args = parser.parse_args()
+    if args.emulate and not args.workload:
+        parser.error("--emulate needs --workload (the emulator computes that workload's exact result)")
+    return args
 
 
 def _against_reference(run: dict, reference: dict, args: argparse.Namespace) -> str:
@@ -374,7 +389,8 @@ def main() -> int:
     for seed in (int(s) for s in args.seeds.split(",")):
         for generations, population, power in map(_draft, args.drafts.split(",")):
             run = cold_round(mod, target, generations, population, power, seed, threads, args.per_iter,
-                             analyzer, params, ptxas=args.ptxas, space=space)
+                             analyzer, params, ptxas=args.ptxas, space=space,
+                             emulated_workload=args.workload if args.emulate else None)
             picks = np.array(run["picks_estimate_us"])
             versus = _against_reference(run, reference, args)
             print(f"seed {seed}, {generations} generations of {population}, selection power {power:g}: "
@@ -383,8 +399,9 @@ def main() -> int:
                   f"{run['distinct_tilings']} tilings, {run['picks_with_narrow_copies']} with narrow copies, at most "
                   f"{run['most_picks_sharing_an_estimate']} sharing an estimate, {run['geometries']} geometries "
                   f"(at most {run['most_picks_sharing_a_geometry']} picks in one); {versus}", flush=True)
-            if "ptxas" in run:
-                print(f"  ptxas: {run['ptxas']}", flush=True)
+            for key in ("ptxas", "emulated"):
+                if key in run:
+                    print(f"  {key}: {run[key]}", flush=True)
             runs.append(run)
     if args.out:
         write_json(args.out, dict(provenance(), **searched_source(args, target),

@@ -126,45 +126,53 @@ def test_db_merge_keeps_each_records_target_and_says_so_and_best_keeps_one_a_wor
 
 @needs_h100_data
 @pytest.mark.slow
-def test_a_record_seeds_only_the_rule_family_it_was_tuned_in():
-    """The shared H100 database's WMMA records adapt to another fp16 GEMM on the WMMA space, and are
-    left out of an mma-only run of it (round log: ``warm_other_family``), not measured there."""
+def test_a_record_seeds_only_the_rule_family_it_was_tuned_in_and_computes_the_new_gemm():
+    """The shared H100 database's WMMA records adapt to another fp16 GEMM on the WMMA space, where
+    their kernels compute that GEMM (emulated), and are left out of an mma-only run of it (round log:
+    ``warm_other_family``), not measured there."""
     from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.emulator import EmulatedChecker
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import DesignSpace
     from ms_pruner.search.candidates import CandidateFacts
     from ms_pruner.search.warm_start import WarmStart
     from ms_pruner.space import sketch_family, tuning_space
 
-    mod = parse_workload("matmul:2048x2048x1024:float16:float32").prim_func()
-    stats = {}
+    workload = parse_workload("matmul:2048x2048x1024:float16:float32")
+    mod = workload.prim_func()
+    stats, emulated = {}, []
     for choice in ("wmma", "mma"):
         _, target, generator = tuning_space(choice, mod, get_gpu_spec("h100").target())
         space = DesignSpace(mod, target, space=generator)
         warm = WarmStart([H100_MM4096], per_workload=4)
         warm.prepare(space, CandidateFacts(StaticAnalyzer.for_target(target)), seed=0)
         stats[choice] = dict(warm.stats, families={sketch_family(sch.trace) for sch, _ in warm.ranked})
+        emulated += [EmulatedChecker(workload, target).check(sch.mod).status for sch, _ in warm.ranked]
     assert stats["wmma"]["warm_adapted"] == 4 and stats["wmma"]["warm_other_family"] == 0
     assert stats["wmma"]["warm_valid"] >= 1 and stats["wmma"]["families"] == {"wmma"}
     assert stats["mma"] == {"warm_adapted": 0, "warm_valid": 0, "warm_other_family": 4, "families": set()}
+    assert emulated == ["right"] * stats["wmma"]["warm_valid"]
 
 
 @needs_nvcc
 @pytest.mark.slow
-def test_tensor_core_conv2d_records_adapt_to_another_resnet_stage_and_build(h100_runs):
+def test_tensor_core_conv2d_records_adapt_to_another_resnet_stage_build_and_compute_it(h100_runs):
     """A tensor-core conv2d trace carries im2col layout transforms written for its own shapes, so it
     does not replay on another stage as it is; moved onto the new workload's sketch built the same
-    way (on_new_sketch), the committed H100 run's best records adapt, replay valid and build."""
+    way (on_new_sketch), the committed H100 run's best records adapt, replay valid, build, and their
+    kernels compute the new stage's convolution (emulated: the im2col indices are the new shape's)."""
     from tvm.s_tir.meta_schedule.builder import BuilderInput
 
     from ms_pruner.builder import close_builder, make_builder
     from ms_pruner.database.transfer import adapting_provider, on_new_sketch, source_records
+    from ms_pruner.emulator import EmulatedChecker
     from ms_pruner.hardware import get_gpu_spec
     from ms_pruner.search import DesignSpace
     from ms_pruner.search.space import PerSchedule
     from ms_pruner.space import tuning_space
 
-    mod = parse_workload("conv2d_nhwc:16x28x28x128x128k3s1p1:float16:float32").prim_func()
+    workload = parse_workload("conv2d_nhwc:16x28x28x128x128k3s1p1:float16:float32")
+    mod = workload.prim_func()
     _, target, generator = tuning_space("wmma", mod, get_gpu_spec("h100").target())
     space = DesignSpace(mod, target, space=generator)
     records = source_records([h100_runs("conv2d_nhwc_16x56x56x64x64k3s1p1_float16_float32", "pruner")],
@@ -179,6 +187,8 @@ def test_tensor_core_conv2d_records_adapt_to_another_resnet_stage_and_build(h100
     finally:
         close_builder(builder)
     assert [b.error_msg for b in built] == [None] * 4
+    checker = EmulatedChecker(workload, target)
+    assert [checker.check(sch.mod).status for sch in adapted] == ["right"] * 4
 
 
 def test_a_task_without_a_source_starts_cold_and_only_no_source_at_all_is_refused():
