@@ -170,16 +170,15 @@ def pick_register_checks(picks, estimates, target, analyzer) -> list:
     return checks
 
 
-def emulated_picks(picks, instructions, workload_spec: str, target) -> dict:
+def emulated_picks(picks, instructions, workload, target) -> dict:
     """Each pick's kernels run by the emulator against the exact result (docs/emulator.md): what a
     round would measure checked before any GPU time, its statuses counted by tensor instruction, the
-    picks not right listed with their reasons."""
+    picks not right listed with their reasons. ``workload``: a ``Workload`` or a ``PrimFuncWorkload``."""
     import collections
 
     from ms_pruner.emulator import EmulatedChecker
-    from ms_pruner.workloads import parse_workload
 
-    checker = EmulatedChecker(parse_workload(workload_spec), target)
+    checker = EmulatedChecker(workload, target)
     checks = [checker.check(pick.sch.mod) for pick in picks]
     by_instruction = collections.defaultdict(collections.Counter)
     for instruction, check in zip(instructions, checks):

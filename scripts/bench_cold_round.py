@@ -27,6 +27,8 @@ warp loops its fragments (``arrangement_hit_odds``, docs/analyzer.md, section 3)
 
 runs every pick's kernels on the CPU emulator against the workload's exact result (docs/emulator.md):
 what a GPU would measure first, the climb's reshaped tiles included, checked before it does.
+``--model bert-layer [--tasks REGEX]`` does that for each task ``tune-model`` extracts from the model,
+each held against its own unscheduled function run on the CPU.
 """
 
 import argparse
@@ -34,7 +36,6 @@ import collections
 import os
 import sys
 import time
-from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (H100_MM4096, add_workload_arguments, divides_in_output_address, emulated_picks,  # noqa: E402
@@ -57,7 +58,7 @@ def _draft(spec: str):
 
 def cold_round(mod, target, generations: int, population: int, power: float, seed: int, threads: int,
                per_iter: int, analyzer, params: dict, ptxas: bool = False, space=None,
-               emulated_workload: Optional[str] = None) -> dict:
+               emulated_workload=None) -> dict:
     from tvm.s_tir import meta_schedule as ms
 
     from ms_pruner.analysis import (geometry_name, has_narrow_fetch, kernel_geometry, operand_fetch_bytes,
@@ -328,10 +329,55 @@ def _arguments() -> argparse.Namespace:
                         help="compile every pick with nvcc and hold the analyzer's registers against ptxas's")
     parser.add_argument("--emulate", action="store_true",
                         help="with --workload: run every pick's kernels on the CPU emulator against the exact result")
+    parser.add_argument("--model", default=None,
+                        help="instead of --workload: a cold round, its picks emulated, for each task tune-model "
+                             "extracts from this model (ms_pruner.models) for --gpu, on --space (default auto)")
+    parser.add_argument("--tasks", default="", help="with --model: only the tasks whose names match this regex")
     args = parser.parse_args()
     if args.emulate and not args.workload:
         parser.error("--emulate needs --workload (the emulator computes that workload's exact result)")
     return args
+
+
+def model_rounds(args: argparse.Namespace) -> int:
+    """``--model``: what tune-model's first round on each of the model's tasks would measure, each
+    pick's kernels emulated against the unscheduled task run on the CPU (``PrimFuncWorkload``);
+    tasks without random-input checks (integer inputs, several outputs, non-finite results) say why."""
+    import re
+
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.builder import default_max_workers
+    from ms_pruner.emulator import PrimFuncWorkload
+    from ms_pruner.errors import UserError
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.models import extract_tasks, get_model, import_torch_model
+    from ms_pruner.space import tuning_space
+
+    module, example, spec = get_model(args.model)
+    relax_mod = import_torch_model(module, example, nhwc=spec.nhwc, mixed_precision=spec.dtype == "float16")
+    tasks = [t for t in extract_tasks(relax_mod, get_gpu_spec(args.gpu).target()) if re.search(args.tasks, t.task_name)]
+    space, target, _ = tuning_space(args.space or "auto", [t.dispatched[0] for t in tasks], tasks[0].target)
+    analyzer, threads, params, rounds = StaticAnalyzer.for_target(target), args.threads or default_max_workers(), \
+        parse_params(args.set), {}
+    for task in tasks:
+        mod = task.dispatched[0]
+        try:
+            workload = PrimFuncWorkload(mod["main"], task.task_name)
+            workload.reference(workload.random_inputs(1))
+        except UserError as err:
+            rounds[task.task_name] = {"refused": str(err)}
+            print(f"{task.task_name}: {err}", flush=True)
+            continue
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for generations, population, power in map(_draft, args.drafts.split(",")):
+                run = cold_round(mod, target, generations, population, power, seed, threads, args.per_iter, analyzer,
+                                 params, space=space, emulated_workload=workload)
+                rounds.setdefault(task.task_name, {"runs": []})["runs"].append(run)
+                print(f"{task.task_name}, seed {seed}: picks {run['picks_by_instruction']}, "
+                      f"emulated {run['emulated']['by_instruction']}", flush=True)
+    if args.out:
+        write_json(args.out, dict(provenance(), model=args.model, target=str(target), space=space, tasks=rounds))
+    return 0
 
 
 def _against_reference(run: dict, reference: dict, args: argparse.Namespace) -> str:
@@ -366,9 +412,12 @@ def main() -> int:
     import numpy as np
     from ms_pruner.intrinsics import register_tensor_intrinsics
     register_tensor_intrinsics()  # the database's traces name the wmma intrinsics
+    if args.model:
+        return model_rounds(args)
 
     from ms_pruner.analysis import StaticAnalyzer
     from ms_pruner.builder import default_max_workers
+    from ms_pruner.workloads import parse_workload
 
     if args.workload:
         mod, target, space = workload_and_target(args)
@@ -390,7 +439,7 @@ def main() -> int:
         for generations, population, power in map(_draft, args.drafts.split(",")):
             run = cold_round(mod, target, generations, population, power, seed, threads, args.per_iter,
                              analyzer, params, ptxas=args.ptxas, space=space,
-                             emulated_workload=args.workload if args.emulate else None)
+                             emulated_workload=parse_workload(args.workload) if args.emulate else None)
             picks = np.array(run["picks_estimate_us"])
             versus = _against_reference(run, reference, args)
             print(f"seed {seed}, {generations} generations of {population}, selection power {power:g}: "

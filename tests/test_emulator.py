@@ -124,3 +124,120 @@ def test_the_best_h100_conv2d_kernel_emulates_right(h100_runs, capsys):
     assert main(["check", "--work-dir", run, "--workload", workload, "--emulate", "--json"]) == 0
     (check,) = json.loads(capsys.readouterr().out)
     assert check["passed"] and check["emulated"]["status"] == "right" and check["instruction"] == "wmma"
+
+
+def _linear_task(bias_sign: int):
+    """A Linear layer's task as Relax's mixed precision fuses it: an fp16 GEMM accumulated in fp32,
+    cast to fp16, the bias added (``bias_sign`` -1: subtracted, a function of the same signature)."""
+    from tvm import te
+
+    a, w, bias = te.placeholder((128, 64), "float16", "A"), te.placeholder((64, 128), "float16", "W"), \
+        te.placeholder((128,), "float16", "bias")
+    k = te.reduce_axis((0, 64), "k")
+    product = te.compute((128, 128), lambda i, j: te.sum(a[i, k].astype("float32") * w[k, j].astype("float32"),
+                                                         axis=k), "matmul")
+    out = te.compute((128, 128), lambda i, j: product[i, j].astype("float16") + bias_sign * bias[j], "T_add")
+    return te.create_prim_func([a, w, bias, out])
+
+
+def test_a_model_task_is_held_against_its_own_function_run_on_the_cpu(tensor_intrinsics):
+    """PrimFuncWorkload: a task that no workload spec names is checked against its unscheduled
+    function compiled for the CPU (numpy agrees with it); an mma candidate of it emulates right, and
+    the same kernel held against the function that subtracts the bias is wrong."""
+    from ms_pruner.emulator import EmulatedChecker, PrimFuncWorkload
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search.space import DesignSpace
+    from ms_pruner.space import tuning_space, tensor_instruction
+    from ms_pruner.tuning.driver import normalized_mod
+
+    workload = PrimFuncWorkload(_linear_task(+1), "fused_matmul_cast_add")
+    a, w, bias = workload.random_inputs(1)
+    numpy_result = ((a.astype(np.float32) @ w.astype(np.float32)).astype(np.float16) + bias).astype(np.float64)
+    assert np.abs(workload.reference([a, w, bias]) - numpy_result).max() <= 1e-2 * np.abs(numpy_result).max()
+    mod = normalized_mod(_linear_task(+1))
+    _, target, generator = tuning_space("mma", mod, get_gpu_spec("h100").target())
+    sch = DesignSpace(mod, target, space=generator).sample(1, seed=0)[0]
+    assert str(tensor_instruction(sch.trace)).startswith("m16n8k")
+    right = EmulatedChecker(workload, target).check(sch.mod)
+    assert right.status == "right" and right.error < 1e-3, right
+    wrong = EmulatedChecker(PrimFuncWorkload(_linear_task(-1), "subtracted"), target).check(sch.mod)
+    assert wrong.status == "wrong" and "over the tolerance" in wrong.reason, wrong
+
+
+def test_a_task_that_random_inputs_cannot_check_is_refused_in_one_line():
+    """Integer inputs (an embedding's indices would read outside the table) and results that are
+    not finite on the random inputs (an exponential that overflows) leave nothing to hold a kernel
+    against."""
+    from tvm import te
+
+    from ms_pruner.emulator import PrimFuncWorkload
+    from ms_pruner.errors import UserError
+
+    table, index = te.placeholder((16, 8), "float16", "table"), te.placeholder((4,), "int64", "index")
+    take = te.compute((4, 8), lambda i, j: table[index[i], j], "take")
+    with pytest.raises(UserError, match="'index' of dtype int64"):
+        PrimFuncWorkload(te.create_prim_func([table, index, take]), "take")
+    x = te.placeholder((64,), "float32", "x")
+    growth = te.compute((64,), lambda i: te.exp(x[i] * 1000.0), "growth")
+    workload = PrimFuncWorkload(te.create_prim_func([x, growth]), "exp")
+    with pytest.raises(UserError, match="non-finite results"):
+        workload.reference(workload.random_inputs(1))
+
+
+def test_a_parameter_under_a_square_root_draws_positive_inputs():
+    """A batch norm's variance reaches its square root through two stores: it draws from
+    POSITIVE_RANGE, so the reference and the emulated kernel see no NaN; the data stays in [-1, 1)."""
+    from tvm import te
+
+    from ms_pruner.emulator import PrimFuncWorkload
+
+    x, var = te.placeholder((8, 4), "float32", "x"), te.placeholder((4,), "float32", "var")
+    shifted = te.compute((4,), lambda c: var[c] + 1e-5, "shifted")
+    root = te.compute((4,), lambda c: te.sqrt(shifted[c]), "root")
+    out = te.compute((8, 4), lambda n, c: x[n, c] / root[c], "out")
+    workload = PrimFuncWorkload(te.create_prim_func([x, var, out]), "batch_norm")
+    data, variance = workload.random_inputs(1)
+    assert workload.positive_inputs == {"var"} and variance.min() >= 0.25 and data.min() < 0
+    assert np.isfinite(workload.reference([data, variance])).all()
+
+
+def test_a_cross_thread_reduction_emulates_its_warp_shuffles(tensor_intrinsics):
+    """A row sum with its reduction bound to 64 threads lowers to warp shuffles (a layer norm's or a
+    softmax's kernels do the same); emulated, it computes the sums."""
+    from tvm import te
+    from tvm.s_tir import Schedule
+
+    from ms_pruner.builder.worker import lowered_tir
+    from ms_pruner.emulator import EmulatedChecker, PrimFuncWorkload
+    from ms_pruner.hardware import get_gpu_spec
+
+    x, k = te.placeholder((64, 256), "float32", "x"), te.reduce_axis((0, 256), "k")
+    func = te.create_prim_func([x, te.compute((64,), lambda i: te.sum(x[i, k], axis=k), "total")])
+    sch = Schedule(func)
+    row, column = sch.get_loops(sch.get_sblock("total"))
+    sch.bind(row, "blockIdx.x")
+    sch.bind(sch.split(column, [None, 64])[1], "threadIdx.x")
+    target = get_gpu_spec("h100").target()
+    assert "tvm_warp_shuffle_down" in lowered_tir(sch.mod, target).script()
+    check = EmulatedChecker(PrimFuncWorkload(func, "row_sum"), target).check(sch.mod)
+    assert check.status == "right" and check.written == 1.0 and check.error < 1e-5, check
+
+
+def test_a_shuffle_stays_in_its_segment_and_its_block():
+    """``__shfl_sync`` semantics on two blocks of 48 threads (a second, partial warp each), width 16:
+    an index wraps within the segment, a delta past the segment's or the block's end keeps the
+    thread's own value."""
+    from ms_pruner.emulator.memory import Threads
+    from ms_pruner.emulator.warp_ops import shuffle
+
+    threads = Threads(96, 48)
+    value = threads.index * 10
+    down = shuffle(threads, "tvm_warp_shuffle_down", value, 4, 16)[:, 0] // 10
+    up = shuffle(threads, "tvm_warp_shuffle_up", value, 1, 16)[:, 0] // 10
+    index = shuffle(threads, "tvm_warp_shuffle", value, 17, 16)[:, 0] // 10
+    assert list(down[:16]) == list(range(4, 16)) + list(range(12, 16))
+    assert down[44] == 44 and down[40] == 44 and down[47] == 47  # the block ends at 48: the second warp is 16 lanes
+    assert up[48] == 48 and up[49] == 48 and up[16] == 16 and up[17] == 16
+    assert index[0] == 1 and index[15] == 1 and index[16] == 17 and index[60] == 49
+    wide = shuffle(threads, "tvm_warp_shuffle_down", value, 16, 32)[:, 0] // 10
+    assert wide[0] == 16 and wide[33] == 33 and wide[40] == 40  # 33 + 16 and 40 + 16: past the block's 48

@@ -2,13 +2,15 @@
 tensor-core kernels compute what its workload asks, before any GPU time is spent on it?
 
 ``EmulatedChecker(workload, target).check(mod)`` lowers a scheduled candidate as the builder does
-and holds the emulated output against the exact result; ``emulate`` runs a lowered module on arrays.
+and holds the emulated output against the exact result; ``emulate`` runs a lowered module on arrays;
+``PrimFuncWorkload`` makes a model's task (a PrimFunc) such a workload.
 What it models and what it cannot see: docs/emulator.md.
 """
 
 from .check import STATUSES, EmulatedCheck, EmulatedChecker
 from .launches import EmulatedRun, EmulationConfig, Launch, emulate
 from .memory import EmulationFault, EmulationUnsupported
+from .task import PrimFuncWorkload
 
 __all__ = [
     "STATUSES",
@@ -19,5 +21,6 @@ __all__ = [
     "EmulationFault",
     "EmulationUnsupported",
     "Launch",
+    "PrimFuncWorkload",
     "emulate",
 ]

@@ -15,6 +15,7 @@ from typing import Callable, Dict
 import numpy as np
 
 from .memory import EmulationUnsupported, Pointer, split_dtype
+from .warp_ops import SHUFFLES, shuffle
 
 Closure = Callable[["object"], object]
 
@@ -206,6 +207,11 @@ class ExpressionCompiler:
             target, _ = split_dtype(dtype_of(expr)) if dtype_of(expr) != "handle" else (None, 1)
             value = self.compile(args[0])
             return lambda run: value(run) if target is None else np.asarray(value(run)).view(target)
+        if name == "tvm_warp_activemask":
+            return lambda run: np.uint32(0xFFFFFFFF)  # a shuffle's mask: the emulated lanes run together
+        if name in SHUFFLES:
+            value, lane, width = (self.compile(a) for a in args[1:4])
+            return lambda run: shuffle(run.threads, name, value(run), lane(run), width(run))
         if name in MATH:
             fn, parts = MATH[name], [self.compile(a) for a in args]
             out, _ = split_dtype(dtype_of(expr))

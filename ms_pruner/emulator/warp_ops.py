@@ -156,6 +156,28 @@ def wmma_mma(run, d, a, b, c) -> None:
     memory.store(d[1].element, warp, where, product.reshape(where.shape).astype(d[1].element), _warp_mask(run))
 
 
+SHUFFLES = ("tvm_warp_shuffle", "tvm_warp_shuffle_down", "tvm_warp_shuffle_up")
+
+
+def shuffle(threads, kind: str, value, lane, width):
+    """``__shfl_sync`` (``kind`` in SHUFFLES: ``_down``, ``_up``): each thread's ``value`` from the
+    lane that ``lane`` names in its ``width``-lane segment of its warp (a lane index taken modulo
+    ``width``; a delta that leaves the segment, or the block, gives the thread its own value, as CUDA
+    does). Warps count from each block's first thread, as the hardware's do."""
+    index = threads.index
+    position = index % threads.per_block % WARP % width
+    if kind == "tvm_warp_shuffle":
+        source = np.mod(lane, width)
+    else:
+        source = position + lane if kind == "tvm_warp_shuffle_down" else position - lane
+    target = np.where((source >= 0) & (source < width), index - position + source, index)
+    target = np.where(target // threads.per_block == index // threads.per_block, target, index)
+    values = np.asarray(value)
+    values = np.broadcast_to(values.reshape(-1, values.shape[-1]) if values.ndim else values.reshape(1, 1),
+                             (threads.count, values.shape[-1] if values.ndim else 1))
+    return values[target[:, 0]]
+
+
 def _warp_mask(run):
     """Which emulated warps run a warp-wide instruction (all lanes of a warp agree, or it faults)."""
     if run.mask is None:
