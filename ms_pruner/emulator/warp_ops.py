@@ -172,10 +172,8 @@ def shuffle(threads, kind: str, value, lane, width):
         source = position + lane if kind == "tvm_warp_shuffle_down" else position - lane
     target = np.where((source >= 0) & (source < width), index - position + source, index)
     target = np.where(target // threads.per_block == index // threads.per_block, target, index)
-    values = np.asarray(value)
-    values = np.broadcast_to(values.reshape(-1, values.shape[-1]) if values.ndim else values.reshape(1, 1),
-                             (threads.count, values.shape[-1] if values.ndim else 1))
-    return values[target[:, 0]]
+    values = np.asarray(value).reshape(1, 1) if np.ndim(value) == 0 else np.asarray(value)
+    return np.broadcast_to(values, (threads.count, values.shape[-1]))[target[:, 0]]
 
 
 def _warp_mask(run):
