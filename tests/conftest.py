@@ -41,6 +41,20 @@ def workload_space(spec: str, choice: str, gpu: str = "h100"):
     return resolved, target, DesignSpace(mod, target, space=generator)
 
 
+def linear_task(bias_sign: int = 1, m: int = 128, n: int = 128, k: int = 64):
+    """A Linear layer's task as Relax's mixed precision fuses it: an fp16 GEMM accumulated in fp32,
+    cast to fp16, the bias added (``bias_sign`` -1: subtracted, a function of the same signature)."""
+    from tvm import te
+
+    a, w, bias = te.placeholder((m, k), "float16", "A"), te.placeholder((k, n), "float16", "W"), \
+        te.placeholder((n,), "float16", "bias")
+    r = te.reduce_axis((0, k), "k")
+    product = te.compute((m, n), lambda i, j: te.sum(a[i, r].astype("float32") * w[r, j].astype("float32"),
+                                                     axis=r), "matmul")
+    out = te.compute((m, n), lambda i, j: product[i, j].astype("float16") + bias_sign * bias[j], "T_add")
+    return te.create_prim_func([a, w, bias, out])
+
+
 def tiled_candidate(space, instruction, depth, tiles, unroll=0):
     """The ``instruction`` sketch of ``depth`` stages replayed with ``tiles`` as its tile decisions (i,
     j, k in trace order) and ``unroll`` as its unroll step's (an index; a sketch draws its own anew in

@@ -88,6 +88,36 @@ def test_a_write_back_whose_vectors_cross_fragment_rows_lowers(tensor_intrinsics
             default_build(sch.mod, target, None)
 
 
+def test_an_fp16_write_back_of_three_lanes_is_unrolled_builds_and_computes(tensor_intrinsics):
+    """A Linear layer's task as Relax's mixed precision makes it (fp32 accumulators, the product cast
+    to fp16 before its bias) on the WMMA space: a write-back of 3 lanes a thread is a 3-lane fp16
+    vector, and TVM's CUDA code generation stops on it. The builder unrolls that loop: the kernel
+    compiles (nvcc) and computes the task (emulated)."""
+    import tvm
+
+    from conftest import linear_task
+    from ms_pruner.builder import cuda_sources
+    from ms_pruner.builder.wait_counts import PRUNER_TIR_PIPELINE
+    from ms_pruner.builder.worker import _pass_context, _ready_to_lower, rewritten_schedule
+    from ms_pruner.emulator import EmulatedChecker, PrimFuncWorkload
+    from ms_pruner.space import tuning_space
+    from ms_pruner.tuning.driver import normalized_mod
+
+    func = linear_task(1, 128, 384, 64)
+    mod = normalized_mod(func)
+    _, target, generator = tuning_space("wmma", mod, get_gpu_spec("h100").target())
+    sch = next(s for s in DesignSpace(mod, target, space=generator).sample(16, seed=0)
+               if "vectorized(3)" in s.mod.script())
+    _ready_to_lower(mod)  # registers the builder's pipeline
+    with pytest.raises(Exception, match="even number of lanes for half type"):
+        with _pass_context(target):
+            tvm.compile(rewritten_schedule(sch.mod), target=target, tir_pipeline=PRUNER_TIR_PIPELINE)
+    assert "vectorized(3)" not in _ready_to_lower(sch.mod).script()
+    assert cuda_sources(sch.mod, target)
+    check = EmulatedChecker(PrimFuncWorkload(func, "fused_matmul_cast_add"), target).check(sch.mod)
+    assert check.status == "right", check
+
+
 def test_the_mma_index_maps_equal_tvms():
     """The builder's workers register the mma lowering's index maps themselves (mma_layouts.py); they
     must map every element of a tile as TVM's tensor_intrin module does."""

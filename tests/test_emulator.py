@@ -8,7 +8,7 @@ import pytest
 import tvm
 
 from ms_pruner.workloads import parse_workload
-from conftest import workload_space
+from conftest import linear_task, workload_space
 
 SMALL_K = "matmul:256x256x128:float16:float32"  # 2-8 k tiles: some mma pipelines are deeper than their loop
 
@@ -126,20 +126,6 @@ def test_the_best_h100_conv2d_kernel_emulates_right(h100_runs, capsys):
     assert check["passed"] and check["emulated"]["status"] == "right" and check["instruction"] == "wmma"
 
 
-def _linear_task(bias_sign: int):
-    """A Linear layer's task as Relax's mixed precision fuses it: an fp16 GEMM accumulated in fp32,
-    cast to fp16, the bias added (``bias_sign`` -1: subtracted, a function of the same signature)."""
-    from tvm import te
-
-    a, w, bias = te.placeholder((128, 64), "float16", "A"), te.placeholder((64, 128), "float16", "W"), \
-        te.placeholder((128,), "float16", "bias")
-    k = te.reduce_axis((0, 64), "k")
-    product = te.compute((128, 128), lambda i, j: te.sum(a[i, k].astype("float32") * w[k, j].astype("float32"),
-                                                         axis=k), "matmul")
-    out = te.compute((128, 128), lambda i, j: product[i, j].astype("float16") + bias_sign * bias[j], "T_add")
-    return te.create_prim_func([a, w, bias, out])
-
-
 def test_a_model_task_is_held_against_its_own_function_run_on_the_cpu(tensor_intrinsics):
     """PrimFuncWorkload: a task that no workload spec names is checked against its unscheduled
     function compiled for the CPU (numpy agrees with it); an mma candidate of it emulates right, and
@@ -150,17 +136,17 @@ def test_a_model_task_is_held_against_its_own_function_run_on_the_cpu(tensor_int
     from ms_pruner.space import tuning_space, tensor_instruction
     from ms_pruner.tuning.driver import normalized_mod
 
-    workload = PrimFuncWorkload(_linear_task(+1), "fused_matmul_cast_add")
+    workload = PrimFuncWorkload(linear_task(+1), "fused_matmul_cast_add")
     a, w, bias = workload.random_inputs(1)
     numpy_result = ((a.astype(np.float32) @ w.astype(np.float32)).astype(np.float16) + bias).astype(np.float64)
     assert np.abs(workload.reference([a, w, bias]) - numpy_result).max() <= 1e-2 * np.abs(numpy_result).max()
-    mod = normalized_mod(_linear_task(+1))
+    mod = normalized_mod(linear_task(+1))
     _, target, generator = tuning_space("mma", mod, get_gpu_spec("h100").target())
     sch = DesignSpace(mod, target, space=generator).sample(1, seed=0)[0]
     assert str(tensor_instruction(sch.trace)).startswith("m16n8k")
     right = EmulatedChecker(workload, target).check(sch.mod)
     assert right.status == "right" and right.error < 1e-3, right
-    wrong = EmulatedChecker(PrimFuncWorkload(_linear_task(-1), "subtracted"), target).check(sch.mod)
+    wrong = EmulatedChecker(PrimFuncWorkload(linear_task(-1), "subtracted"), target).check(sch.mod)
     assert wrong.status == "wrong" and "over the tolerance" in wrong.reason, wrong
 
 

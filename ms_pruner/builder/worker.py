@@ -23,6 +23,7 @@ from .copy_lanes import prepare_permuted_copies
 from .cuda_compile import cuda_compile_scope, cuda_runtime_loaded
 from .fused_epilogue import fuse_fragment_epilogues
 from .mma_layouts import register_mma_layouts
+from .odd_lanes import unroll_odd_half_vectors
 from .wait_counts import PRUNER_TIR_PIPELINE, register_pruner_pipeline
 
 # Environment switch read in the worker: "0" leaves CUDA compilation to TVM (see build_candidate).
@@ -80,12 +81,14 @@ def lowered_tir(mod, target):
 
 def _ready_to_lower(mod):
     """``mod`` without MetaSchedule's weight-layout rewrite blocks and rewritten as the builder
-    lowers it (``rewritten_schedule``); also registers the mma index maps lowering looks up
+    lowers it (``rewritten_schedule``, then odd_lanes.py: the analyzer reads the schedule before
+    that); also registers the mma index maps lowering looks up
     (mma_layouts.py) and the pipeline it lowers with (wait_counts.py), since every lowering here
     starts with this."""
     register_mma_layouts()
     register_pruner_pipeline()
-    return rewritten_schedule(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod))
+    mod = rewritten_schedule(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod))
+    return unroll_odd_half_vectors(mod)
 
 
 def rewritten_schedule(mod):
