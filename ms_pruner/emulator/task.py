@@ -29,9 +29,9 @@ class PrimFuncWorkload:
     ``workloads.Workload`` offers them). Inputs are uniform in [-1, 1), or in POSITIVE_RANGE where a
     square root or logarithm is taken of what they compute (a batch norm's variance): a NaN there
     would vanish in the reference's max (as in CUDA's fmaxf) but not in the emulator's, which keeps
-    NaN as its mark of memory read before it was written. A task with an integer input (an embedding's indices) or with more
-    than one output is refused: random indices would read outside the table, and the emulator checks
-    one output."""
+    NaN as its mark of memory read before it was written. A task with an integer input (an
+    embedding's indices) or with more than one output is refused: random indices would read outside
+    the table, and the emulator checks one output."""
 
     def __init__(self, func, name: str = "task"):
         self.func, self.name = func, name
