@@ -4,7 +4,7 @@ The WMMA rule samples 1-4 lanes a thread for the write-back of its fp32 accumula
 result leaves the GEMM as fp16 after an epilogue (Relax's mixed precision casts a Linear layer's
 product to fp16 before adding its bias: BERT's ``fused_matmul_cast_add`` tasks), 3 lanes make a
 3-lane fp16 vector, and TVM's CUDA code generation stops ("Only support an even number of lanes for
-half type"): 1 of 32 picks of a seeded cold round of such a task failed so
+half type"): a WMMA pick of a seeded cold round of such a task failed so
 (``scripts/bench_cold_round.py --model bert-layer``). Such a loop is unrolled instead: the same
 stores, an element each.
 """
