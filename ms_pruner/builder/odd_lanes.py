@@ -15,6 +15,7 @@ from typing import Optional
 
 import tvm_ffi
 from tvm import tirx
+from tvm.ir.expr import TensorLoad
 
 from .tir_rebuild import with_rewritten_funcs
 
@@ -32,10 +33,16 @@ def _odd_half_vector(loop) -> bool:
         return False
     if int(loop.extent) % 2 == 0 or int(loop.extent) == 1:
         return False
-    halves = []
-    tvm_ffi.structural_walk(loop.body, [(tirx.BufferStore, lambda store: halves.append(
-        str(store.buffer.dtype) in HALF_DTYPES or str(store.value.dtype).split("x")[0] in HALF_DTYPES))])
-    return any(halves)
+    dtypes = set()
+
+    def visit(node):  # one catch-all: a list of two (type, callback) entries reads as one grouped entry
+        if isinstance(node, tirx.BufferStore):
+            dtypes.add(str(node.buffer.dtype))
+        elif isinstance(node, TensorLoad):
+            dtypes.add(str(node.source.dtype))
+
+    tvm_ffi.structural_walk(loop.body, visit)
+    return bool(dtypes & set(HALF_DTYPES))
 
 
 def _unrolled_func(func) -> Optional[tirx.PrimFunc]:
