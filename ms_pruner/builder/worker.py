@@ -81,20 +81,20 @@ def lowered_tir(mod, target):
 
 def _ready_to_lower(mod):
     """``mod`` without MetaSchedule's weight-layout rewrite blocks and rewritten as the builder
-    lowers it (``rewritten_schedule``, then odd_lanes.py: the analyzer reads the schedule before
-    that); also registers the mma index maps lowering looks up
+    lowers it (``rewritten_schedule``); also registers the mma index maps lowering looks up
     (mma_layouts.py) and the pipeline it lowers with (wait_counts.py), since every lowering here
     starts with this."""
     register_mma_layouts()
     register_pruner_pipeline()
-    mod = rewritten_schedule(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod))
-    return unroll_odd_half_vectors(mod)
+    return rewritten_schedule(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod))
 
 
 def rewritten_schedule(mod):
     """A scheduled module as the builder hands it to TVM's lowering: its swizzled copies split by
-    chunk (copy_lanes.py), its mma epilogue kernels fused into their GEMMs (fused_epilogue.py)."""
-    return fuse_fragment_epilogues(prepare_permuted_copies(mod))
+    chunk (copy_lanes.py), its mma epilogue kernels fused into their GEMMs (fused_epilogue.py), its
+    vector loops of an odd number of fp16 lanes unrolled (odd_lanes.py). ``tune-model`` compiles the
+    tuned model through the same rewrite."""
+    return unroll_odd_half_vectors(fuse_fragment_epilogues(prepare_permuted_copies(mod)))
 
 
 def _pass_context(target, options: Optional[dict] = None):

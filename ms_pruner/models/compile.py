@@ -7,8 +7,8 @@ tensor-core kernels a tuning run measured were built by our builder under its pa
 rejects a tuned fp16->fp32 WMMA kernel at lowering ("tvm_access_ptr element type must match the
 source buffer"), so a model tuned on CUDA did not compile. ``compile_tuned`` is the same pipeline,
 from TVM's public passes, under those options, with the tuned kernels rewritten as the builder
-rewrites them (``builder.rewritten_schedule``: swizzled copies split by chunk, mma epilogues fused),
-lowered by the builder's TIR pipeline (``builder.wait_counts``).
+rewrites them (``builder.rewritten_schedule``: swizzled copies split by chunk, mma epilogues fused,
+odd fp16 lanes unrolled), lowered by the builder's TIR pipeline (``builder.wait_counts``).
 """
 
 from __future__ import annotations
