@@ -15,9 +15,8 @@ from typing import Optional
 
 import tvm_ffi
 from tvm import tirx
-from tvm.ir.expr import TensorLoad
 
-from .tir_rebuild import with_rewritten_funcs
+from .tir_rebuild import accessed_buffers, with_rewritten_funcs
 
 HALF_DTYPES = ("float16", "bfloat16")
 
@@ -33,16 +32,8 @@ def _odd_half_vector(loop) -> bool:
         return False
     if int(loop.extent) % 2 == 0 or int(loop.extent) == 1:
         return False
-    dtypes = set()
-
-    def visit(node):  # one catch-all: a list of two (type, callback) entries reads as one grouped entry
-        if isinstance(node, tirx.BufferStore):
-            dtypes.add(str(node.buffer.dtype))
-        elif isinstance(node, TensorLoad):
-            dtypes.add(str(node.source.dtype))
-
-    tvm_ffi.structural_walk(loop.body, visit)
-    return bool(dtypes & set(HALF_DTYPES))
+    stored, loaded = accessed_buffers(loop.body)
+    return any(str(buffer.dtype) in HALF_DTYPES for buffer in stored + loaded)
 
 
 def _unrolled_func(func) -> Optional[tirx.PrimFunc]:

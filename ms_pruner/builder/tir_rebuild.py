@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import tvm
+import tvm_ffi
 from tvm import tirx
+from tvm.ir.expr import TensorLoad
 
 BINARY_NODES = (tirx.Add, tirx.Sub, tirx.Mul, tirx.FloorDiv, tirx.FloorMod, tirx.Div, tirx.Mod, tirx.Min, tirx.Max,
            tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE, tirx.And, tirx.Or)
@@ -23,6 +25,21 @@ def with_rewritten_funcs(mod: tvm.IRModule, rewrite: Callable) -> tvm.IRModule:
     for gvar, func in updates.items():
         mod.update_func(gvar, func)
     return mod
+
+
+def accessed_buffers(node) -> Tuple[List, List]:
+    """(buffers stored to, buffers loaded from) under ``node``, in walk order, repeats kept. One
+    catch-all callback: tvm_ffi reads a list of two (type, callback) entries as one grouped entry."""
+    stored, loaded = [], []
+
+    def visit(child):
+        if isinstance(child, tirx.BufferStore):
+            stored.append(child.buffer)
+        elif isinstance(child, TensorLoad):
+            loaded.append(child.source)
+
+    tvm_ffi.structural_walk(node, visit)
+    return stored, loaded
 
 
 def rebuilt(expr, on_var: Callable, on_division: Optional[Callable] = None, on_load: Optional[Callable] = None,

@@ -15,6 +15,7 @@ import numpy as np
 import tvm
 import tvm_ffi
 
+from ..builder.tir_rebuild import accessed_buffers
 from ..errors import UserError
 from ..workloads.spec import OUTPUT_TOLERANCE
 
@@ -36,7 +37,7 @@ class PrimFuncWorkload:
     def __init__(self, func, name: str = "task"):
         self.func, self.name = func, name
         self.params = list(func.params)
-        stored = _stored_buffers(func)
+        stored, _ = accessed_buffers(func.body)
         outputs = [b.name for b in self.params if any(b.same_as(s) for s in stored)]
         if outputs != [self.params[-1].name]:
             raise UserError(f"task '{name}' writes the parameters {outputs or 'none'}; the emulator checks "
@@ -80,9 +81,7 @@ def _shape(buffer) -> Tuple[int, ...]:
 
 
 def _loaded_names(expr) -> set:
-    names = set()
-    tvm_ffi.structural_walk(expr, [(tvm.ir.expr.TensorLoad, lambda load: names.add(load.source.name))])
-    return names
+    return {buffer.name for buffer in accessed_buffers(expr)[1]}
 
 
 def _positive_argument_sources(func) -> set:
@@ -90,7 +89,7 @@ def _positive_argument_sources(func) -> set:
     that leads to it."""
     sources, wanted = collections.defaultdict(set), set()
 
-    def visit(node):  # one catch-all: a list of two (type, callback) entries reads as one grouped entry
+    def visit(node):  # one catch-all callback (tir_rebuild.accessed_buffers says why)
         if isinstance(node, tvm.tirx.BufferStore):
             sources[node.buffer.name] |= _loaded_names(node.value)
         elif isinstance(node, tvm.ir.Call) and getattr(node.op, "name", None) in POSITIVE_ARGUMENT_OPS:
@@ -102,10 +101,3 @@ def _positive_argument_sources(func) -> set:
         frontier = set().union(*(sources[name] for name in frontier)) - wanted
         wanted |= frontier
     return wanted
-
-
-def _stored_buffers(func) -> list:
-    """The buffers ``func``'s body stores to."""
-    stored = []
-    tvm_ffi.structural_walk(func.body, [(tvm.tirx.BufferStore, lambda store: stored.append(store.buffer))])
-    return stored
