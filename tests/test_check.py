@@ -2,6 +2,8 @@
 
 import json
 
+import tvm
+
 import pytest
 
 from ms_pruner.cli import main
@@ -30,7 +32,14 @@ def test_check_runs_the_best_kernel_and_holds_it_against_the_exact_result_and_to
     assert main(["check", "--work-dir", work_dir, "--workload", "matmul:32x32x32:float32:float32",
                  "--target", "llvm"]) == 2
     assert "no valid record" in capsys.readouterr().err
-    assert main(["check", "--work-dir", work_dir, "--target", "llvm"]) == 2
+    # Without the spec: the run's one workload against its unscheduled function, no torch beside it.
+    assert main(["check", "--work-dir", work_dir, "--target", "llvm", "--json"]) == 0
+    (by_function,) = json.loads(capsys.readouterr().out)
+    assert by_function["workload"] == "C(64x64:float32, 64x64:float32, 64x64:float32) on llvm", by_function
+    assert by_function["passed"] and by_function["torch_error"] is None
+    assert by_function["best_latency_s"] == result["best_latency_s"] and by_function["error"] < 1e-5
+    assert main(["check", "--compare", str(tmp_path), "--workload", SPEC]) == 2
+    assert "--workload goes with --work-dir" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -49,3 +58,57 @@ def test_a_runs_best_instruction_skips_failed_records(h200_runs, tensor_intrinsi
     failed = [r for r in records if not is_valid(r)]
     assert {tensor_instruction(r.trace) for r in failed} == {"m16n8k8"} and len(failed) == 27
     assert tensor_instruction(best_record(records).trace) == "wmma"
+
+
+def _commit(database, mod, trace, target, latency_s):
+    from tvm.s_tir import meta_schedule as ms
+
+    args = ms.arg_info.ArgInfo.from_prim_func(mod["main"])
+    database.commit_tuning_record(ms.database.TuningRecord(trace, database.commit_workload(mod), [latency_s],
+                                                           target, args))
+
+
+def test_a_work_dir_without_a_spec_has_each_workload_held_against_its_own_function(tmp_path, capsys,
+                                                                                    tensor_intrinsics):
+    """``check --work-dir`` alone (a tune-model work dir, a PrimFunc tuned from Python): each workload's
+    best record against the workload's unscheduled function. A Linear task's mma kernel for the H100
+    emulates right; an embedding's gather (integer indices) and a task with no valid record are
+    skipped, each with its reason; with nothing checked the exit is 1."""
+    from tvm import te
+    from tvm.s_tir import Schedule
+
+    from ms_pruner.database import open_database
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search.space import DesignSpace
+    from ms_pruner.space import tuning_space
+    from ms_pruner.tuning.driver import normalized_mod
+    from conftest import linear_task
+
+    work_dir = str(tmp_path / "work")
+    database = open_database(work_dir, create=True)
+    table, index = te.placeholder((16, 8), "float16", "table"), te.placeholder((4,), "int64", "index")
+    take = normalized_mod(te.create_prim_func([table, index, te.compute((4, 8), lambda i, j: table[index[i], j],
+                                                                         "take")]))
+    _commit(database, take, Schedule(take).trace, tvm.target.Target("llvm"), 2e-6)
+    assert main(["check", "--work-dir", work_dir, "--emulate"]) == 1
+    assert "skip take(16x8:float16, 4:int64, 4x8:float16) on llvm" in capsys.readouterr().out
+
+    linear = normalized_mod(linear_task(+1))
+    _, target, generator = tuning_space("mma", linear, get_gpu_spec("h100").target())
+    (sch,) = DesignSpace(linear, target, space=generator).sample(1, seed=0)
+    _commit(database, linear, sch.trace, target, 3e-6)
+    failed = normalized_mod(linear_task(+1, m=64))
+    _commit(database, failed, sch.trace, target, 1e10)
+    assert main(["check", "--work-dir", work_dir, "--emulate", "--json"]) == 0
+    checks = json.loads(capsys.readouterr().out)
+    (right,) = [c for c in checks if c["skipped"] is None]
+    assert right["workload"].startswith("matmul+T_add(128x64:float16, 64x128:float16") and right["passed"]
+    assert right["emulated"]["status"] == "right" and right["instruction"].startswith("m16n8k")
+    skipped = sorted((c["workload"].split(":")[0], c["skipped"]) for c in checks if c["skipped"] is not None)
+    assert [name for name, _ in skipped] == ["matmul+T_add(64x64", "take(16x8"], skipped
+    assert skipped[0][1] == "no valid record" and "'index' of dtype int64" in skipped[1][1]
+    assert not any(c["passed"] for c in checks if c["skipped"] is not None)
+    assert main(["check", "--work-dir", work_dir, "--emulate"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert sorted(line.split()[0] for line in lines) == ["ok", "skip", "skip"], lines
+    assert any(line.startswith("skip matmul+T_add(64x64") and line.endswith("no valid record") for line in lines)

@@ -48,6 +48,10 @@ def test_tune_model_cli(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "2 tasks tuned with pruner" in out and "outputs match torch" in out and "torch eager" in out
     assert len(_tasks_in_database(work_dir)) == 2
+    # Each task's best kernel run again here against its own unscheduled function.
+    assert main(["check", "--work-dir", work_dir, "--target", "llvm"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(line.startswith("ok   matmul+T_add+compute(") for line in lines), lines
     summary, = read_summaries([work_dir])
     assert summary["outputs_match"] and summary["tasks"] == 2 and summary["latency_s"] > 0
     table = model_table([summary, dict(summary, strategy="stock", outputs_match=False, mismatch="output 0 differs")])

@@ -119,6 +119,9 @@ def test_db_merge_keeps_each_records_target_and_says_so_and_best_keeps_one_a_wor
     assert "C(4096x4096:float16, 4096x4096:float16, 4096x4096:float32) on cuda sm_90a: 1 records (1 valid)" in out
     assert main(["db", "merge", str(tmp_path / "none"), "--out", str(tmp_path / "never")]) == 2
     assert "no MetaSchedule database" in capsys.readouterr().err and not (tmp_path / "never").exists()
+    (tmp_path / "a_file").write_text("")
+    assert main(["db", "merge", cpu, "--out", str(tmp_path / "a_file" / "merged")]) == 2
+    assert "cannot make the database folder" in capsys.readouterr().err
     assert main(["db", "list", best, str(tmp_path / "none")]) == 2  # the bad path alone, nothing listed before it
     said = capsys.readouterr()
     assert said.out == "" and len(said.err.strip().splitlines()) == 1 and "no MetaSchedule database" in said.err

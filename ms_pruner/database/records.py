@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 from typing import Dict, List, Optional
 
 import tvm_ffi
@@ -44,9 +45,15 @@ def open_database(path: str, create: bool = False):
     """Open the JSON database in ``path``; a missing or corrupt one is a one-line UserError.
 
     Tensor-core traces name intrinsics, so they are registered before the records are parsed.
+    ``create`` makes the folder and empty files where they are missing.
     """
     if not create:
         require_database_files(path)
+    else:
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as err:
+            raise UserError(f"cannot make the database folder '{path}': {err.strerror or err}") from None
     workload_file, record_file = database_paths(path)
     register_tensor_intrinsics()
 

@@ -7,7 +7,6 @@ keeps each record's target and says which targets it put together, never silentl
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Dict, List, Sequence
 
 from tvm.s_tir import meta_schedule as ms
@@ -29,28 +28,34 @@ class WorkloadSummary:
     best_s: float
 
 
-def _workload_name(mod) -> str:
+def workload_name(mod) -> str:
+    """A workload as a user reads it: its blocks, and its parameters' shapes and dtypes."""
     func = next(iter(mod.functions.values()))
     params = ", ".join(f"{'x'.join(str(int(d)) for d in p.shape)}:{p.dtype}" for p in func.params)
     blocks = "+".join(name for name, _, _ in operator_signature(mod)[0])
     return f"{blocks}({params})"
 
 
-def _target_name(target) -> str:
+def target_name(target) -> str:
     arch = target.attrs.get("arch", "")
     return f"{target.kind.name}{' ' + str(arch) if arch else ''}"
 
 
-def list_database(path: str) -> List[WorkloadSummary]:
-    """The workloads of the database at ``path``, by target: record counts and best latency."""
+def records_by_workload_and_target(path: str) -> List[list]:
+    """The records of the database at ``path``, one list per workload and target, in file order."""
     groups: Dict[tuple, list] = {}
     for key, records in group_by_workload(open_database(path).get_all_tuning_records()).items():
         for record in records:
             groups.setdefault((key, str(record.target)), []).append(record)
+    return list(groups.values())
+
+
+def list_database(path: str) -> List[WorkloadSummary]:
+    """The workloads of the database at ``path``, by target: record counts and best latency."""
     rows = []
-    for records in groups.values():
+    for records in records_by_workload_and_target(path):
         best = best_record(records)
-        rows.append(WorkloadSummary(_workload_name(records[0].workload.mod), _target_name(records[0].target),
+        rows.append(WorkloadSummary(workload_name(records[0].workload.mod), target_name(records[0].target),
                                     len(records), sum(1 for r in records if is_valid(r)),
                                     mean_latency(best) if best is not None else float("inf")))
     return sorted(rows, key=lambda row: (row.workload, row.target))
@@ -70,13 +75,12 @@ def merge_databases(sources: Sequence[str], out: str, best_only: bool = False) -
             if is_valid(record) and (key not in chosen or mean_latency(record) < mean_latency(chosen[key])):
                 chosen[key] = record
         records = list(chosen.values())
-    os.makedirs(out, exist_ok=True)
     target_db = open_database(out, create=True)
     written: Dict[str, int] = {}
     for record in records:
         workload = target_db.commit_workload(record.workload.mod)
         target_db.commit_tuning_record(ms.database.TuningRecord(record.trace, workload, record.run_secs,
                                                                 record.target, record.args_info))
-        name = _target_name(record.target)
+        name = target_name(record.target)
         written[name] = written.get(name, 0) + 1
     return written

@@ -8,7 +8,6 @@ then compiles with the tuned database into a runnable VM executable.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
@@ -97,7 +96,6 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     require_sources(warm_start, [task.dispatched[0] for task in tasks], target)
     if rpc is not None and runner is None:
         runner = make_fleet_runner(Tracker.parse(rpc), target)
-    os.makedirs(work_dir, exist_ok=True)
     database = open_database(work_dir, create=True)
     strategy_obj, model = search_components(strategy, target, pretrained, seed, cost_model, first_round,
                                             warm_start, pruner_settings)

@@ -7,6 +7,10 @@ largest absolute difference over the largest absolute reference value; where tor
 (cuBLAS, cuDNN on a GPU) its error on the same inputs is reported beside, as the bar for the dtype.
 With ``emulate`` the kernels run in the emulator instead (ms_pruner.emulator): a GPU run's records
 checked on a machine without one, for the target each record names.
+
+Without a workload spec (a ``tune-model`` work dir, a PrimFunc tuned from Python) every workload of
+the database is checked, each against its own unscheduled function run on this machine's CPU
+(``PrimFuncWorkload``): the same arithmetic in the same dtypes, with no torch beside it.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ import numpy as np
 import tvm
 
 from ..builder import lower_candidate
-from ..emulator import EmulatedChecker
+from ..emulator import EmulatedChecker, PrimFuncWorkload
 from ..database.records import fastest_records, mean_latency, open_database, records_for, replay_record
+from ..database.tools import records_by_workload_and_target, target_name, workload_name
 from ..errors import UserError, require_positive
 from ..hardware import resolve_target
 from ..space.families import tensor_instruction
@@ -43,9 +48,12 @@ class OutputCheck:
     rank: int = 1  # 1 for the run's fastest record, 2 for the next, ...
     instruction: Optional[str] = None  # m16n8k8, m16n8k16 or wmma; None off tensor cores
     emulated: Optional[dict] = None  # the emulator's EmulatedCheck where it ran the kernel instead
+    skipped: Optional[str] = None  # why a workload could not be checked (PrimFuncWorkload's refusal)
 
     @property
     def passed(self) -> bool:
+        if self.skipped is not None:
+            return False
         if self.emulated is not None:
             return self.emulated["status"] == "right"
         return bool(np.isfinite(self.error)) and self.error <= self.tolerance
@@ -64,12 +72,47 @@ def check_fastest(work_dir: str, spec: str, target, top: int = 1, emulate: bool 
     records = fastest_records(records_for(open_database(work_dir), mod), top)
     if not records:
         raise UserError(f"'{work_dir}' holds no valid record of {spec}")
-    inputs = workload.random_inputs(seed=1)
-    exact = workload.reference(inputs)
-    torch_error = None if emulate else _torch_error(workload, inputs, exact, target)
+    return _check_records(work_dir, spec, workload, records, target, emulate)
+
+
+def check_database(work_dir: str, target, top: int = 1, emulate: bool = False) -> List[OutputCheck]:
+    """Every workload of ``work_dir`` (per target), its ``top`` fastest records each held against
+    the workload's unscheduled function; a workload PrimFuncWorkload refuses is one skipped check."""
+    require_positive("--top", top)
+    checks = []
+    for group in records_by_workload_and_target(work_dir):
+        records = fastest_records(group, top)
+        label = f"{workload_name(group[0].workload.mod)} on {target_name(group[0].target)}"
+        if not records:
+            checks.append(_skipped(work_dir, label, "no valid record"))
+            continue
+        try:
+            workload = PrimFuncWorkload(next(iter(group[0].workload.mod.functions.values())), label)
+        except UserError as err:
+            checks.append(_skipped(work_dir, label, str(err)))
+            continue
+        checks.extend(_check_records(work_dir, label, workload, records, target, emulate))
+    if not checks:
+        raise UserError(f"'{work_dir}' holds no record")
+    return checks
+
+
+def _skipped(work_dir: str, label: str, reason: str) -> OutputCheck:
+    return OutputCheck(work_dir=work_dir, workload=label, best_latency_s=float("nan"), error=float("nan"),
+                       tolerance=float("nan"), torch_error=None, skipped=reason)
+
+
+def _check_records(work_dir, label, workload, records, target, emulate) -> List[OutputCheck]:
+    """Each of ``records`` (fastest first) built and run here, or emulated, against the exact result
+    (torch's error beside where torch has the workload's operator)."""
+    inputs, exact, torch_error = None, None, None
+    if not emulate:
+        inputs = workload.random_inputs(seed=1)
+        exact = workload.reference(inputs)
+        torch_error = _torch_error(workload, inputs, exact, target)
     checks = []
     for rank, record in enumerate(records, start=1):
-        check = OutputCheck(work_dir=work_dir, workload=spec, best_latency_s=mean_latency(record), error=float("nan"),
+        check = OutputCheck(work_dir=work_dir, workload=label, best_latency_s=mean_latency(record), error=float("nan"),
                             tolerance=workload.tolerance, torch_error=torch_error, rank=rank,
                             instruction=tensor_instruction(record.trace))
         if emulate:
@@ -104,6 +147,8 @@ def compared_runs(out_dir: str) -> List[tuple]:
 
 def _torch_error(workload, inputs, exact, target) -> Optional[float]:
     device = "cuda" if target.kind.name == "cuda" else "cpu"
+    if isinstance(workload, PrimFuncWorkload):
+        return None  # a model's task: no torch operator of its own
     if device == "cpu" and workload.in_dtype == "float16":
         return None  # torch's CPU fp16 GEMM is not what a GPU run is held against
     operation = torch_operation(workload, inputs, device)
@@ -115,30 +160,43 @@ def _torch_error(workload, inputs, exact, target) -> Optional[float]:
 
 def cmd_check(args) -> int:
     if bool(args.compare) == bool(args.work_dir):
-        raise UserError("check needs --work-dir DIR --workload SPEC, or --compare OUT_DIR")
-    if args.work_dir and not args.workload:
-        raise UserError("--work-dir needs --workload SPEC (the workload its records are of)")
-    runs = compared_runs(args.compare) if args.compare else [(args.work_dir, args.workload)]
+        raise UserError("check needs --work-dir DIR [--workload SPEC], or --compare OUT_DIR")
+    if args.compare and args.workload:
+        raise UserError("--workload goes with --work-dir; --compare reads each run's workload from compare.json")
     target = None if args.emulate else resolve_target(args.target, args.gpu, require_device=True).target
-    checks = [c for work_dir, spec in runs for c in check_fastest(work_dir, spec, target, args.top, args.emulate)]
+    if args.work_dir and not args.workload:
+        checks = check_database(args.work_dir, target, args.top, args.emulate)
+    else:
+        runs = compared_runs(args.compare) if args.compare else [(args.work_dir, args.workload)]
+        checks = [c for work_dir, spec in runs for c in check_fastest(work_dir, spec, target, args.top, args.emulate)]
     if args.json:
         print(json.dumps([c.as_json() for c in checks]))
-    for c in checks if not args.json else []:
-        torch_part = f", torch {c.torch_error:.2e}" if c.torch_error is not None else ""
-        which = "best" if c.rank == 1 else f"#{c.rank}"
-        kind = f" ({c.instruction})" if c.instruction else ""
-        how = f", emulated: {c.emulated['status']} ({'; '.join(c.emulated['blocks'])} blocks)" if c.emulated else ""
-        why = f": {c.emulated['reason']}" if c.emulated and c.emulated["reason"] else ""
-        print(f"{'ok  ' if c.passed else 'FAIL'} {c.workload} {c.work_dir}: {which}{kind} {c.best_latency_s * 1e6:.1f} us, "
-              f"error {c.error:.2e} (tolerance {c.tolerance:.0e}{torch_part}){how}{why}")
-    return 0 if all(c.passed for c in checks) else 1
+    else:
+        for check in checks:
+            print(_report_line(check))
+    checked = [c for c in checks if c.skipped is None]
+    return 0 if checked and all(c.passed for c in checked) else 1
+
+
+def _report_line(c: OutputCheck) -> str:
+    if c.skipped is not None:
+        return f"skip {c.workload} {c.work_dir}: {c.skipped}"
+    torch_part = f", torch {c.torch_error:.2e}" if c.torch_error is not None else ""
+    which = "best" if c.rank == 1 else f"#{c.rank}"
+    kind = f" ({c.instruction})" if c.instruction else ""
+    how = f", emulated: {c.emulated['status']} ({'; '.join(c.emulated['blocks'])} blocks)" if c.emulated else ""
+    why = f": {c.emulated['reason']}" if c.emulated and c.emulated["reason"] else ""
+    return (f"{'ok  ' if c.passed else 'FAIL'} {c.workload} {c.work_dir}: {which}{kind} {c.best_latency_s * 1e6:.1f} us, "
+            f"error {c.error:.2e} (tolerance {c.tolerance:.0e}{torch_part}){how}{why}")
 
 
 def add_check_command(sub) -> None:
     parser = sub.add_parser("check", help="run a work dir's best kernel here and hold its output against the "
                                           "exact result (and torch's)")
     parser.add_argument("--work-dir", default=None)
-    parser.add_argument("--workload", default=None, help="the workload spec the work dir tuned")
+    parser.add_argument("--workload", default=None,
+                        help="the workload spec the work dir tuned (without it: every workload of the work dir, "
+                             "each against its own unscheduled function run on the CPU)")
     parser.add_argument("--compare", default=None, metavar="OUT_DIR", help="every finished run of this comparison")
     parser.add_argument("--top", type=int, default=1, help="check each run's N fastest kernels, not its best alone")
     parser.add_argument("--emulate", action="store_true",

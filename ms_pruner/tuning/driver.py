@@ -230,7 +230,6 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
     require_sources(warm_start, [workload], target)
     if rpc is not None and runner is None:
         runner = make_fleet_runner(Tracker.parse(rpc), target)
-    os.makedirs(work_dir, exist_ok=True)
     database = open_database(work_dir, create=True)
     existing = records_for(database, workload, target)
     remaining = max_trials - len(existing)
