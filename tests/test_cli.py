@@ -115,6 +115,15 @@ def test_bad_input_is_one_line(capsys, tmp_path):
         err = capsys.readouterr().err.strip()
         assert err.startswith("ms-pruner: error: " + message) and "\n" not in err
     assert not (tmp_path / "w").exists()
+    # A folder to write into that is a file, or lies under one.
+    a_file, under_it = tmp_path / "a_file", tmp_path / "a_file" / "c"
+    a_file.write_text("")
+    for command, message in ((["tune", SPEC, "--work-dir", str(a_file)], f"database folder '{a_file}' is a file"),
+                             (["compare", "--workload", SPEC, "--trials", "4", "--out", str(under_it)],
+                              f"cannot make the comparison folder '{under_it}': Not a directory")):
+        assert main(command + ["--target", "llvm"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("ms-pruner: error: " + message) and "\n" not in err, err
 
 
 def _copy_tuned_run(tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from typing import Dict, List, Optional
 
 import tvm_ffi
@@ -16,6 +15,7 @@ from tvm.s_tir.meta_schedule.runner import RunnerResult
 from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
 
 from ..errors import UserError
+from ..files import make_folder
 from ..intrinsics import register_tensor_intrinsics
 from .lines import database_paths, describe_bad_lines, require_database_files
 
@@ -50,10 +50,7 @@ def open_database(path: str, create: bool = False):
     if not create:
         require_database_files(path)
     else:
-        try:
-            os.makedirs(path, exist_ok=True)
-        except OSError as err:
-            raise UserError(f"cannot make the database folder '{path}': {err.strerror or err}") from None
+        make_folder(path, "database folder")
     workload_file, record_file = database_paths(path)
     register_tensor_intrinsics()
 

@@ -15,7 +15,7 @@ import time
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from ..errors import UserError, require_positive
-from ..files import replace_file, replace_json
+from ..files import make_folder, replace_file, replace_json
 from ..search.settings import setting_value
 from ..search.stats import STAGES
 from ..space import resolve_space
@@ -278,7 +278,7 @@ def _superseded(spec: str, name: str, run: dict, entry: dict) -> str:
 
 def write_outputs(report: dict, out_dir: str, command: str, machine: dict) -> List[str]:
     """Write compare.json/.md/.png; ``commands`` lists every invocation that contributed runs."""
-    os.makedirs(out_dir, exist_ok=True)
+    make_folder(out_dir, "comparison folder")
     commands = list(report.get("commands", []))
     if command not in commands:
         commands.append(command)

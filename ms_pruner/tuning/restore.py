@@ -14,7 +14,7 @@ from typing import Iterable, Tuple
 
 from ..database.lines import RECORD_FILE
 from ..errors import UserError
-from ..files import replace_json
+from ..files import make_folder, replace_json
 from .compare import read_report, summarize
 
 
@@ -49,7 +49,7 @@ def restore_comparison(report_path: str, archive_path: str, out_dir: str, settin
         for runs in entry.get("superseded", {}).values():
             for run in runs:
                 run["work_dir"] = _moved_work_dir(run["work_dir"], out_dir)
-    os.makedirs(out_dir, exist_ok=True)
+    make_folder(out_dir, "comparison folder")
     try:
         with tarfile.open(archive_path) as archive:
             outside = [m.name for m in archive.getmembers()
