@@ -18,7 +18,10 @@ def _tasks_in_database(work_dir):
 
 
 @pytest.mark.slow
-def test_tune_relax_python_api(tmp_path):
+def test_tune_relax_python_api(tmp_path, caplog):
+    """A budget too small to reach every task is said before tuning (MetaSchedule's task scheduler
+    gives each task a round in turn), the result counts each task's records, and a second call into
+    the same work dir tunes the task the first left untuned."""
     import ms_pruner
     from ms_pruner.hardware import llvm_target
 
@@ -28,34 +31,64 @@ def test_tune_relax_python_api(tmp_path):
     tasks = extract_tasks(mod, target)
     weights = sorted(float(t.weight) for t in tasks)
     assert len(tasks) == 2 and weights == [1.0, 2.0]  # fc2 and fc3 share one task
-    result = ms_pruner.tune_relax(mod, None, target, str(tmp_path), max_trials_global=16, strategy="pruner",
+    first = ms_pruner.tune_relax(mod, None, target, str(tmp_path), max_trials_global=4, strategy="pruner",
+                                 num_trials_per_iter=4, progress=False)
+    assert "4 trials at 4 a round may reach only 1 of the model's 2 tasks" in caplog.text
+    assert "--trials 8 or --per-iter 2 reaches every task" in caplog.text
+    assert sorted(first.task_records) == [0, 4]
+    caplog.clear()
+    result = ms_pruner.tune_relax(mod, None, target, str(tmp_path), max_trials_global=12, strategy="pruner",
                                   num_trials_per_iter=4, progress=False)
+    assert "may reach only" not in caplog.text
+    assert sorted(result.task_records) == [4, 12] or sorted(result.task_records) == [8, 8], result.task_records
     assert sorted(result.task_weights) == [1.0, 2.0]
     assert len(_tasks_in_database(str(tmp_path))) == len(tasks)
     outputs, seconds = run_executable(result.executable, target, [example.numpy()])
     assert seconds > 0
     want = module(example).detach().numpy()
     assert compare_outputs(outputs, [want], spec.dtype) is None
-    assert sum(r["trials"] for r in result.rounds) == 16
+    assert sum(r["trials"] for r in result.rounds) == 12
     assert {r["task_id"] for r in result.rounds} == {0, 1}
+    # The scheduler searches, builds and runs a batch of each task before it closes their rounds:
+    # each round's line still holds its own task's search (PrunerSearch's split) and timings.
+    assert [r["strategy"]["task"] for r in result.rounds] == [result.tasks[r["task_id"]] for r in result.rounds]
+    assert all(r["search_s"] > 0 and r["build_s"] > 0 and r["run_s"] > 0 for r in result.rounds), result.rounds
 
 
 @pytest.mark.slow
 def test_tune_model_cli(tmp_path, capsys):
+    """``--trials`` counts the records the work dir holds, as ``tune``'s does: a second call with a
+    larger budget tunes the rest, the task the first never reached first, its round log going on;
+    a third finds nothing left and compiles what the database holds."""
+    import json
+
     work_dir = str(tmp_path / "wd")
-    assert main(["tune-model", "--model", "mlp-tiny", "--target", "llvm", "--trials", "16", "--per-iter", "4",
-                 "--work-dir", work_dir, "--no-torch-compile", "--no-progress"]) == 0
+    command = ["tune-model", "--model", "mlp-tiny", "--target", "llvm", "--per-iter", "4", "--work-dir", work_dir,
+               "--no-torch-compile", "--no-progress"]
+    assert main(command + ["--trials", "4"]) == 0
+    assert "tasks with no record (a default schedule): 1" in capsys.readouterr().out
+    (reached,) = [json.loads(line)["strategy"]["task"] for line in open(f"{work_dir}/logs/ms_pruner_rounds.jsonl")]
+    assert main(command + ["--trials", "16"]) == 0
     out = capsys.readouterr().out
     assert "2 tasks tuned with pruner" in out and "outputs match torch" in out and "torch eager" in out
+    assert "with no record" not in out
+    rounds = [json.loads(line) for line in open(f"{work_dir}/logs/ms_pruner_rounds.jsonl")]
+    assert [r["round"] for r in rounds] == [0, 1, 2, 3] and [r["session"] for r in rounds] == [0, 1, 1, 1]
+    assert rounds[1]["strategy"]["task"] != reached and rounds[-1]["total_trials"] == 16
+    assert rounds[1]["wall_s"] > rounds[0]["wall_s"]
+    assert main(command + ["--trials", "16"]) == 0
+    assert "2 tasks tuned with pruner (16 trials)" in capsys.readouterr().out
+    assert len(open(f"{work_dir}/logs/ms_pruner_rounds.jsonl").readlines()) == 4
     assert len(_tasks_in_database(work_dir)) == 2
     # Each task's best kernel run again here against its own unscheduled function.
     assert main(["check", "--work-dir", work_dir, "--target", "llvm"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and all(line.startswith("ok   matmul+T_add+compute(") for line in lines), lines
     summary, = read_summaries([work_dir])
-    assert summary["outputs_match"] and summary["tasks"] == 2 and summary["latency_s"] > 0
+    assert summary["outputs_match"] and summary["tasks"] == summary["tasks_with_records"] == 2
+    assert summary["latency_s"] > 0
     table = model_table([summary, dict(summary, strategy="stock", outputs_match=False, mismatch="output 0 differs")])
-    assert "| mlp-tiny (float32) | llvm | pruner | 16 | 2 |" in table and "output 0 differs" in table
+    assert "| mlp-tiny (float32) | llvm | pruner | 16 | 2 (2) |" in table and "output 0 differs" in table
     assert main(["model-table", work_dir, "--out", str(tmp_path / "models.md")]) == 0
     assert (tmp_path / "models.md").read_text() == model_table([summary])
     assert main(["model-table", str(tmp_path / "none")]) == 2

@@ -3,7 +3,7 @@
 import pytest
 
 from conftest import needs_nvcc
-from ms_pruner.builder.sass_issue import SassInstruction, hmma_flops, main_loop, parse_sass, warp_trip_cycles
+from ms_pruner.builder.sass_issue import SassInstruction, hmma_flops, main_loop, warp_trip_cycles
 
 LATENCIES = {"LDSM": 30}
 

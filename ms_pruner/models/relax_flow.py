@@ -8,6 +8,9 @@ then compiles with the tuned database into a runnable VM executable.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
+import os
 from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
@@ -15,7 +18,7 @@ import tvm
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
-from ..database.records import open_database
+from ..database.records import group_by_workload, is_valid, open_database, same_target, structural_key
 from ..database.transfer import require_sources
 from ..errors import UserError, require_positive
 from ..hardware import resolve_target
@@ -23,6 +26,9 @@ from ..intrinsics import register_tensor_intrinsics
 from ..space import tuning_space
 from ..tuning.driver import check_search, instrumented_session, search_components
 from ..tuning.fleet import Tracker, make_fleet_runner
+from ..tuning.instrument import batch_seconds
+from ..tuning.interrupt import stop_unless_time_for
+from ..tuning.resume import ROUND_LOG, resume_point, warmed_cost_model
 from .compile import compile_tuned
 
 
@@ -69,6 +75,34 @@ class RelaxTuneResult:
     tasks: List[str]
     task_weights: List[float]
     rounds: List[dict]
+    task_records: List[int]  # each task's valid records in the database (0: compiled with a default schedule)
+
+
+def tasks_reached(n_tasks: int, max_trials_global: int, num_trials_per_iter: int) -> int:
+    """How many tasks a call's budget reaches at least: MetaSchedule's task scheduler gives each
+    task one round of up to ``num_trials_per_iter`` trials, in task order, before any task gets a
+    second, and stops where the global budget ends (a task whose space holds fewer candidates than a
+    round takes fewer, so more tasks may be reached)."""
+    return min(n_tasks, math.ceil(max_trials_global / num_trials_per_iter))
+
+
+def records_per_task(database, tasks, target) -> List[list]:
+    """Each task's records in ``database`` for ``target`` (its tuned workload matched by structure)."""
+    groups = group_by_workload(r for r in database.get_all_tuning_records() if same_target(r.target, target))
+    return [groups.get(structural_key(task.dispatched[0]), []) for task in tasks]
+
+
+def _warn_of_unreached_tasks(n_tasks: int, max_trials_global: int, num_trials_per_iter: int) -> None:
+    reached = tasks_reached(n_tasks, max_trials_global, num_trials_per_iter)
+    if reached == n_tasks:
+        return
+    enough = f"--trials {n_tasks * num_trials_per_iter}"
+    if max_trials_global >= n_tasks:
+        enough += f" or --per-iter {max_trials_global // n_tasks}"
+    logging.getLogger("ms_pruner").warning(
+        "%d trials at %d a round may reach only %d of the model's %d tasks (each task gets a round before any "
+        "gets a second); a task left with no record in the database runs a default schedule: %s reaches every task",
+        max_trials_global, num_trials_per_iter, reached, n_tasks, enough)
 
 
 def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_global: int,
@@ -76,12 +110,15 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
                num_trials_per_iter: int = 64, pretrained: Optional[str] = None, progress: bool = True,
                space: str = "auto", first_round: bool = True, cost_model: Optional[str] = None,
                rpc: Optional[str] = None, warm_start: Sequence[str] = (),
-               pruner_settings: Optional[Mapping[str, object]] = None) -> RelaxTuneResult:
+               pruner_settings: Optional[Mapping[str, object]] = None, resume: bool = False) -> RelaxTuneResult:
     """Tune every task of a Relax module with ``strategy`` and compile it with the results.
 
     ``space`` is one for all tasks (``auto``: ``all`` on sm_80+ when the mma rule takes a block of a
     task); ``first_round``, ``cost_model``, ``rpc``, ``warm_start`` and ``pruner_settings`` (every
-    task's) as tune_tir's."""
+    task's) as tune_tir's. ``max_trials_global`` is MetaSchedule's budget for this call; with
+    ``resume`` it counts the records of the model's tasks already in ``work_dir`` (tune_tir's
+    meaning), so the same call again goes on with a run that was cut short: its round log and clock
+    carried on, the cost model first learning the earlier records; with none left it compiles."""
     require_positive("--trials", max_trials_global)
     require_positive("--per-iter", num_trials_per_iter)
     check_search(strategy, pretrained, seed, cost_model, first_round, warm_start, pruner_settings)
@@ -89,7 +126,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
         target = resolve_target(target, require_device=False).target
     register_tensor_intrinsics()
     fused = legalize_and_fuse(mod)
-    tasks = ms.relax_integration.extract_tasks(fused, target)
+    tasks = ms.relax_integration.extract_tasks(fused, target, params)
     if not tasks:
         raise UserError("the model has no tunable operators")
     _, target, generator = tuning_space(space, [task.dispatched[0] for task in tasks], target)
@@ -97,32 +134,42 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     if rpc is not None and runner is None:
         runner = make_fleet_runner(Tracker.parse(rpc), target)
     database = open_database(work_dir, create=True)
-    strategy_obj, model = search_components(strategy, target, pretrained, seed, cost_model, first_round,
-                                            warm_start, pruner_settings)
-    with instrumented_session(work_dir, max_trials_global, strategy_obj, builder, runner,
-                              f"tuning model ({strategy})", progress, cost_model=model) as (clock, measure):
-        ms.relax_integration.tune_relax(
-            mod=fused,
-            params=params or {},
-            target=target,
-            work_dir=work_dir,
-            max_trials_global=max_trials_global,
-            num_trials_per_iter=num_trials_per_iter,
-            database=database,
-            cost_model=model,
-            strategy=strategy_obj,
-            space=generator,
-            seed=seed,
-            **measure,
-        )
-    executable = compile_tuned(database, mod, target, params)
+    earlier = records_per_task(database, tasks, target) if resume else [[] for _ in tasks]
+    remaining = max_trials_global - sum(len(records) for records in earlier)
+    earlier_run = resume_point(os.path.join(work_dir, ROUND_LOG), [r for rs in earlier for r in rs], None)
+    rounds = list(earlier_run.rounds) if earlier_run else []
+    if remaining > 0:
+        _warn_of_unreached_tasks(len(tasks), remaining, num_trials_per_iter)
+        strategy_obj, model = search_components(strategy, target, pretrained, seed, cost_model, first_round,
+                                                warm_start, pruner_settings)
+        with instrumented_session(work_dir, remaining, strategy_obj, builder, runner, f"tuning model ({strategy})",
+                                  progress, earlier_run, cost_model=model) as (clock, measure):
+            stop_unless_time_for(max(batch_seconds(rounds), default=0.0))
+            for task, records in zip(tasks, earlier):
+                if records:
+                    model, _ = warmed_cost_model(model, task.dispatched[0], target, records)
+            contexts, weights = _tune_contexts(tasks, earlier, work_dir, generator, strategy_obj, seed)
+            ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=work_dir, max_trials_global=remaining,
+                          num_trials_per_iter=num_trials_per_iter, database=database, cost_model=model, **measure)
+        rounds += [dataclasses.asdict(r) for r in clock.rounds]
     return RelaxTuneResult(
-        executable=executable,
+        executable=compile_tuned(database, mod, target, params),
         database=database,
         tasks=[t.task_name for t in tasks],
         task_weights=[float(t.weight) for t in tasks],
-        rounds=[dataclasses.asdict(r) for r in clock.rounds],
+        rounds=rounds,
+        task_records=[sum(1 for r in records if is_valid(r)) for records in records_per_task(database, tasks, target)],
     )
+
+
+def _tune_contexts(tasks, earlier, work_dir: str, space, strategy, seed) -> tuple:
+    """(TuneContexts, weights) of ``tasks`` as ``ms.relax_integration.tune_relax`` makes them, those
+    with no record in ``earlier`` first: MetaSchedule's task scheduler gives each task a round in
+    this order before any gets a second, so a resumed run first gives the tasks that the cut call
+    never reached their round (in a fresh run the order is the model's)."""
+    order = sorted(range(len(tasks)), key=lambda i: bool(earlier[i]))
+    return ms.relax_integration.extracted_tasks_to_tune_contexts(
+        [tasks[i] for i in order], work_dir, space=space, strategy=strategy, seed=seed)
 
 
 def run_executable(executable, target, inputs: List[np.ndarray], repeat: int = 20):

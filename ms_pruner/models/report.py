@@ -40,16 +40,23 @@ def _us(seconds: Optional[float]) -> str:
     return f"{seconds * 1e6:.1f}" if seconds else "-"
 
 
+def _tasks(summary: dict) -> str:
+    """'18 (2)': the model's tasks and how many have tuned records (the rest run default schedules);
+    summaries written before that count was kept give the tasks alone."""
+    tuned = summary.get("tasks_with_records")
+    return f"{summary['tasks']}" + (f" ({tuned})" if tuned is not None else "")
+
+
 def model_table(summaries: List[dict]) -> str:
     """Markdown: per model and strategy, end-to-end latency next to torch eager / torch.compile."""
     lines = [
-        "| model | target | strategy | trials | tasks | tuning wall (s) | ms_pruner (us) | torch eager (us) | "
+        "| model | target | strategy | trials | tasks (tuned) | tuning wall (s) | ms_pruner (us) | torch eager (us) | "
         "torch.compile (us) | outputs |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in summaries:
         lines.append(
-            f"| {s['model']} ({s['dtype']}) | {s['target_kind']} | {s['strategy']} | {s['trials']} | {s['tasks']} | "
+            f"| {s['model']} ({s['dtype']}) | {s['target_kind']} | {s['strategy']} | {s['trials']} | {_tasks(s)} | "
             f"{s['tuning_wall_s']:.0f} | {_us(s['latency_s'])} | {_us(s['torch_eager_s'])} | "
             f"{_us(s['torch_compile_s'])} | {'match' if s['outputs_match'] else s['mismatch']} |"
         )

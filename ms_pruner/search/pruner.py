@@ -38,8 +38,8 @@ class PrunerSearch(PySearchStrategy):
     """Draft-then-verify search strategy for ``ms.tune_tir`` / ``tune_tasks`` / ``tune_relax``.
 
     ``config`` sets Pruner's round, ``first_round`` the tensor-core first-round policy (None: off).
-    ``timings`` (a list, shared with clones) receives each round's RoundStats. ``pretrained`` (a
-    file from ``ms-pruner train``) makes the search verify with its own momentum-adapted PaCM (MoA),
+    ``timings`` (a list, shared with clones) receives the RoundStats of each batch searched, in order.
+    ``pretrained`` (a file from ``ms-pruner train``) makes the search verify with its own MoA PaCM,
     updated after every measured batch, whatever cost model the tuning call carries. ``warm_start``
     (work dirs) leads the first round with adapted records of other workloads (warm_start.py).
     """
@@ -59,7 +59,7 @@ class PrunerSearch(PySearchStrategy):
         # Set by the tune context: the analyzer draft (draft.py), ``config`` resolved for the target,
         # the FirstRoundPolicy, the screened sampler of fresh samples (screen.py, on a GPU).
         self.draft = self.settings = self.first_round = self.sampler = self.warm = None
-        self.follow_up = None  # what the cold round left for its follow-up slices (first_round/follow_up.py)
+        self.follow_up, self.stats = None, {}  # the cold round's rest (first_round/follow_up.py); the last RoundStats
 
     # -- MetaSchedule plumbing ------------------------------------------------------------
     def _initialize_with_tune_context(self, context) -> None:
@@ -120,7 +120,7 @@ class PrunerSearch(PySearchStrategy):
             self._note_measured(candidate.sch.trace, latency, candidate.sch.mod)
         if self.own_model is not None:
             self.own_model.update(self.context, measure_candidates, results)
-            self.timings[-1]["verifier_records"] = len(self.own_model.core.samples)
+            self.stats["verifier_records"] = len(self.own_model.core.samples)
         self.draft.notify_runner_results(measure_candidates, results)
 
     def _note_measured(self, trace, latency: float, mod) -> None:
@@ -152,10 +152,11 @@ class PrunerSearch(PySearchStrategy):
             picks = self._searched_round(batch, stats, split=follow_up is None)
         stats["picked"] = len(picks)
         stats.add_differences(before, counters(same_kernels=self.same_kernels))
-        self.timings.append(stats)
         self.round += 1
         if not picks:
             return None
+        self.timings.append(stats)  # one a batch searched: the round clock pairs them with rounds in order
+        self.stats = stats
         self.measured.update(self.facts.key(sch) for sch in picks)
         return [measure_candidate(sch) for sch in picks]
 
@@ -189,7 +190,6 @@ class PrunerSearch(PySearchStrategy):
         """A slice of the rest of a cold batch: the cold draft's unpicked members ranked by the model
         that learned the batch so far (under the cold round's rules), and the best measured's
         neighbours (as built, under no cap); a resumed call's warm draft stands in for the cold one."""
-        policy = self.first_round
         stats["follow_up"] = True
         if pending.resumed:
             self.facts.new_round()
@@ -199,11 +199,11 @@ class PrunerSearch(PySearchStrategy):
             stats.update(carried=len(draft), population=0, sample_s=0.0, draft_s=0.0, draft=len(draft), generations=0)
         droplet = self._droplet(stats, True)
         with stats.stage("verify"):
-            rules = BatchRules(batch, policy.config.follow_up_droplet_share, self.settings.eps_greedy,
-                               policy.batch_order(batch, self.per_iter, pending.geometries))
-            picks = self._select(draft, droplet, rules, stats, policy)
+            rules = BatchRules(batch, self.first_round.config.follow_up_droplet_share, self.settings.eps_greedy,
+                               self.first_round.batch_order(batch, self.per_iter, pending.geometries))
+            picks = self._select(draft, droplet, rules, stats, self.first_round)
         neighbours = frozenset(self.facts.key(s) for s in droplet)
-        picks = policy.widen(picks, self.measured | neighbours, stats, kept=neighbours)
+        picks = self.first_round.widen(picks, self.measured | neighbours, stats, kept=neighbours)
         self.follow_up = pending.after([self.facts.geometry(s) for s in picks
                                         if self.facts.key(s) not in neighbours]) if picks else None
         if self.follow_up is not None:

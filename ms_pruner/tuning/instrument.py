@@ -3,13 +3,16 @@
 MetaSchedule's task scheduler runs, per round: generate candidates (search), build, run, then the
 measure callbacks (database, cost-model update). Wrapping the builder and runner and appending a
 callback (after MetaSchedule's own, so the cost-model update lies between the run and it) gives each
-phase's wall time without touching the scheduler. One JSON line per round goes
+phase's wall time without touching the scheduler. With several tasks (a model) the scheduler first
+searches, builds and runs one batch of every task, and only then closes their rounds, in the same
+order: each batch's timings (and the search's own, PrunerSearch's) wait in a queue for their round. One JSON line per round goes
 to ``<work_dir>/logs/ms_pruner_rounds.jsonl``; a resumed run continues its round numbers, trial
 count and clock (``resume.ResumePoint``).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
@@ -85,9 +88,8 @@ class RoundClock:
                  strategy_timings: Optional[list] = None, resume=None, workload: Optional[str] = None,
                  call: Optional[int] = None):
         self.start = time.perf_counter()
-        self.last_round_end = self.start
-        self.build_span = (0.0, 0.0)
-        self.run_span = (0.0, 0.0)
+        self.last_mark = self.start  # the end of the last run or round: the next batch's search starts there
+        self.batches = collections.deque()  # {search_s, build_s, run_s} of each batch whose round is open
         self.rounds: List[RoundTiming] = []
         self.total_trials = total_trials
         self.trials_done = 0
@@ -105,10 +107,19 @@ class RoundClock:
             self.session = call
 
     def _new_strategy_timing(self) -> dict:
+        """The search's own entry for the oldest open round (one a batch it searched, in order)."""
         if len(self.strategy_timings) <= self._timings_seen:
             return {}
-        self._timings_seen = len(self.strategy_timings)
-        return dict(self.strategy_timings[-1])
+        self._timings_seen += 1
+        return dict(self.strategy_timings[self._timings_seen - 1])
+
+    def note_build(self, start: float, end: float) -> None:
+        self.batches.append({"search_s": max(0.0, start - self.last_mark), "build_s": end - start, "run_s": 0.0})
+
+    def note_run(self, start: float, end: float) -> None:
+        if self.batches:
+            self.batches[-1]["run_s"] = end - start
+        self.last_mark = end
 
     def trials_left(self) -> bool:
         return sum(r.trials for r in self.rounds) < self.total_trials
@@ -127,15 +138,14 @@ class RoundClock:
             if latency < FAILED_RUN_SECONDS and (self.best_latency_s is None or latency < self.best_latency_s):
                 self.best_latency_s = latency
         self.trials_done += len(runner_results)
+        batch = self.batches.popleft() if self.batches else {"search_s": 0.0, "build_s": 0.0, "run_s": 0.0}
         timing = RoundTiming(
             round=self.first_round + len(self.rounds),
             task_id=task_id,
             trials=len(runner_results),
             total_trials=self.trials_done,
-            search_s=max(0.0, self.build_span[0] - self.last_round_end),
-            build_s=self.build_span[1] - self.build_span[0],
-            run_s=self.run_span[1] - self.run_span[0],
-            update_s=max(0.0, now - self.run_span[1]),
+            **batch,
+            update_s=max(0.0, now - self.last_mark),
             build_errors=build_errors,
             run_errors=run_errors,
             best_latency_s=self.best_latency_s,
@@ -145,7 +155,7 @@ class RoundClock:
             workload=self.workload,
         )
         self.rounds.append(timing)
-        self.last_round_end = now
+        self.last_mark = now
         if self.log_path:
             os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
             with open(self.log_path, "a", encoding="utf-8") as handle:
@@ -170,7 +180,7 @@ class TimedBuilder(PyBuilder):
         check_stop()
         start = time.perf_counter()
         results = self.inner.build(build_inputs)
-        self.clock.build_span = (start, time.perf_counter())
+        self.clock.note_build(start, time.perf_counter())
         return results
 
 
@@ -189,7 +199,7 @@ class TimedRunner(PyRunner):
         futures = self.inner.run(runner_inputs)
         for future in futures:
             future.result()
-        self.clock.run_span = (start, time.perf_counter())
+        self.clock.note_run(start, time.perf_counter())
         return futures
 
 
