@@ -80,6 +80,11 @@ def test_tune_model_cli(tmp_path, capsys):
     assert "2 tasks tuned with pruner (16 trials)" in capsys.readouterr().out
     assert len(open(f"{work_dir}/logs/ms_pruner_rounds.jsonl").readlines()) == 4
     assert len(_tasks_in_database(work_dir)) == 2
+    # Without --trials: a round of --per-iter for each task.
+    assert main(["tune-model", "--model", "mlp-tiny", "--target", "llvm", "--per-iter", "2", "--work-dir",
+                 str(tmp_path / "default"), "--no-torch-compile", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "2 tasks tuned with pruner (4 trials)" in out and "with no record" not in out
     # Each task's best kernel run again here against its own unscheduled function.
     assert main(["check", "--work-dir", work_dir, "--target", "llvm"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -20,7 +20,9 @@ def add_model_commands(sub) -> None:
     model.add_argument("--model", required=True, help="bert-layer | resnet-block | mlp-tiny")
     model.add_argument("--target", default="auto")
     model.add_argument("--gpu", default=None)
-    model.add_argument("--trials", type=int, default=64, help="trials over all tasks, counting those the work dir already holds (a rerun resumes)")
+    model.add_argument("--trials", type=int, default=None,
+                       help="trials over all tasks, counting those the work dir already holds (a rerun resumes); "
+                            "default: a round of --per-iter for each task")
     model.add_argument("--per-iter", type=int, default=64)
     model.add_argument("--strategy", default="pruner", help="stock | pruner | moa")
     model.add_argument("--pretrained", default=None)
@@ -63,7 +65,7 @@ def cmd_tune_model(args) -> int:
     outputs, seconds = run_executable(result.executable, choice.target, [example.numpy()])
     untuned = sum(1 for count in result.task_records if count == 0)
     print(f"{args.model} ({spec.dtype} compute, input {tuple(spec.input_shape)}) on {choice.target.kind.name}: "
-          f"{len(result.tasks)} tasks tuned with {args.strategy} ({args.trials} trials) in {work_dir}"
+          f"{len(result.tasks)} tasks tuned with {args.strategy} ({result.trials} trials) in {work_dir}"
           + (f"; tasks with no record (a default schedule): {untuned}" if untuned else ""))
     device = "cuda" if choice.is_cuda else "cpu"
     torch_dtype = getattr(torch, spec.dtype) if device == "cuda" else torch.float32
@@ -76,7 +78,7 @@ def cmd_tune_model(args) -> int:
     mismatch = compare_outputs([o.astype("float32") for o in outputs], expected, spec.dtype)
     write_summary(work_dir, {
         "model": args.model, "dtype": spec.dtype, "target": str(choice.target), "target_kind": choice.target.kind.name,
-        "strategy": args.strategy, "trials": args.trials, "seed": args.seed, "tasks": len(result.tasks),
+        "strategy": args.strategy, "trials": result.trials, "seed": args.seed, "tasks": len(result.tasks),
         "tasks_with_records": len(result.tasks) - untuned,
         "tuning_wall_s": result.rounds[-1]["wall_s"] if result.rounds else 0.0, "latency_s": seconds,
         "torch_eager_s": eager, "torch_compile_s": compiled, "outputs_match": mismatch is None, "mismatch": mismatch,

@@ -75,6 +75,7 @@ class RelaxTuneResult:
     tasks: List[str]
     task_weights: List[float]
     rounds: List[dict]
+    trials: int  # the budget: ``max_trials_global``, or a round for each task where it was None
     task_records: List[int]  # each task's valid records in the database (0: compiled with a default schedule)
 
 
@@ -105,7 +106,7 @@ def _warn_of_unreached_tasks(n_tasks: int, max_trials_global: int, num_trials_pe
         max_trials_global, num_trials_per_iter, reached, n_tasks, enough)
 
 
-def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_global: int,
+def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_global: Optional[int],
                strategy: str = "pruner", *, builder="pruner", runner=None, seed: Optional[int] = None,
                num_trials_per_iter: int = 64, pretrained: Optional[str] = None, progress: bool = True,
                space: str = "auto", first_round: bool = True, cost_model: Optional[str] = None,
@@ -115,11 +116,13 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
 
     ``space`` is one for all tasks (``auto``: ``all`` on sm_80+ when the mma rule takes a block of a
     task); ``first_round``, ``cost_model``, ``rpc``, ``warm_start`` and ``pruner_settings`` (every
-    task's) as tune_tir's. ``max_trials_global`` is MetaSchedule's budget for this call; with
+    task's) as tune_tir's. ``max_trials_global`` is MetaSchedule's budget for this call (None: a
+    round of ``num_trials_per_iter`` for each task); with
     ``resume`` it counts the records of the model's tasks already in ``work_dir`` (tune_tir's
     meaning), so the same call again goes on with a run that was cut short: its round log and clock
     carried on, the cost model first learning the earlier records; with none left it compiles."""
-    require_positive("--trials", max_trials_global)
+    if max_trials_global is not None:
+        require_positive("--trials", max_trials_global)
     require_positive("--per-iter", num_trials_per_iter)
     check_search(strategy, pretrained, seed, cost_model, first_round, warm_start, pruner_settings)
     if isinstance(target, str):
@@ -129,6 +132,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     tasks = ms.relax_integration.extract_tasks(fused, target, params)
     if not tasks:
         raise UserError("the model has no tunable operators")
+    max_trials_global = max_trials_global or len(tasks) * num_trials_per_iter
     _, target, generator = tuning_space(space, [task.dispatched[0] for task in tasks], target)
     require_sources(warm_start, [task.dispatched[0] for task in tasks], target)
     if rpc is not None and runner is None:
@@ -158,6 +162,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
         tasks=[t.task_name for t in tasks],
         task_weights=[float(t.weight) for t in tasks],
         rounds=rounds,
+        trials=max_trials_global,
         task_records=[sum(1 for r in records if is_valid(r)) for records in records_per_task(database, tasks, target)],
     )
 
