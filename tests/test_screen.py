@@ -2,6 +2,8 @@
 
 import random
 
+import pytest
+
 from ms_pruner.workloads import parse_workload
 
 
@@ -82,3 +84,36 @@ def test_sketches_with_other_decisions_are_left_to_metaschedules_sampler():
     strategy = PrunerSearch(seed=0)
     ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", search_strategy=strategy, num_threads=1)
     assert strategy.sampler is None and not strategy.settings.screen_samples and strategy.settings.cold_samples == 50
+
+
+@pytest.mark.slow
+def test_a_space_of_a_few_schedules_is_found_exhausted_without_drawing_its_whole_budget():
+    """A model's cast has a few distinct schedules: with ``saturation`` the sampler stops once that
+    many valid draws in a row brought nothing new (and says so: ``exhausted``), finding what the
+    whole budget of 40 draws a schedule asked finds; a large space never looks exhausted."""
+    from tvm import te
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.analysis import StaticAnalyzer
+    from ms_pruner.hardware import get_gpu_spec
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.screen import ScreenedSampler
+    from ms_pruner.search.candidates import structural_key
+
+    target = get_gpu_spec("h100").target()
+    x = te.placeholder((4096, 64), "float32", "x")
+    mod = te.create_prim_func([x, te.compute((4096, 64), lambda i, j: x[i, j].astype("float16"), "cast")])
+    context = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", num_threads=2)
+    space, analyzer = DesignSpace(mod, target, context=context), StaticAnalyzer.for_target(target)
+    limits = (1024, analyzer.max_shared_memory)
+    whole = ScreenedSampler(space, analyzer, limits)
+    everything = whole.sample(16, random.Random(0))
+    saturating = ScreenedSampler(space, analyzer, limits, saturation=64)
+    found = saturating.sample(16, random.Random(0))
+    assert whole.supported and whole.stats["drawn"] == 40 * 16 + 40 and not whole.exhausted
+    assert 0 < len(found) < 16 and saturating.exhausted and saturating.stats["drawn"] < whole.stats["drawn"] / 4
+    assert {structural_key(s.mod) for s in found} == {structural_key(s.mod) for s in everything}
+
+    gemm, gemm_analyzer, gemm_limits = _space()
+    sampler = ScreenedSampler(gemm, gemm_analyzer, gemm_limits, saturation=64)
+    assert len(sampler.sample(24, random.Random(0))) == 24 and not sampler.exhausted

@@ -84,6 +84,7 @@ class PrunerConfig:
     skip_seen_children: Optional[bool] = None
     screen_samples: Optional[bool] = None
     cold_samples: Optional[int] = None
+    sample_saturation: int = 64
 
     def resolved(self, kind: str) -> "PrunerConfig":
         return _resolved(self, kind)

@@ -74,7 +74,7 @@ class PrunerSearch(PySearchStrategy):
                                                 context.target, int(context.num_threads), self.rng)
         self.draft = AnalyzerDraft(context, self.analyzer, settings, self.seed)
         if settings.screen_samples and self.analyzer.is_gpu:
-            self.sampler = ScreenedSampler.for_target(self.space, self.analyzer, context.target)
+            self.sampler = ScreenedSampler.for_target(self.space, self.analyzer, settings.sample_saturation)
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None):
         self.max_trials, self.per_iter = int(max_trials), int(num_trials_per_iter)
