@@ -11,8 +11,8 @@ made up: between warm rounds the strategy is told each candidate failed with "no
 only marks it as tried (PrunerSearch then carries its unpicked draft over, as in a real run).
 Stock is MetaSchedule's ``evolutionary`` search with its ``xgb`` model; Pruner is PrunerSearch with
 PaCM, both as ``ms-pruner tune --strategy stock|pruner`` builds them, with the same thread count.
-The figures are search seconds (what DEVELOPERS.md's "search 28-34 s per round" on the H100 host
-counts), plus cost-model update seconds for the warm case.
+The figures are search seconds (what a round log's ``search_s`` counts on a GPU host), plus
+cost-model update seconds for the warm case.
 
 Where PrunerSearch's cold round measures part of its batch (on a GPU target, docs/search.md), its
 follow-up rounds (``follow_up_slices``) are timed too. They need one measured schedule whose Droplet
