@@ -112,3 +112,7 @@ def test_a_work_dir_without_a_spec_has_each_workload_held_against_its_own_functi
     lines = capsys.readouterr().out.splitlines()
     assert sorted(line.split()[0] for line in lines) == ["ok", "skip", "skip"], lines
     assert any(line.startswith("skip matmul+T_add(64x64") and line.endswith("no valid record") for line in lines)
+    # Run here instead: a CUDA record is not run on this CPU (only emulated), one line says so.
+    assert main(["check", "--work-dir", work_dir, "--target", "llvm"]) == 1
+    out = capsys.readouterr().out
+    assert "skip matmul+T_add(128x64:float16" in out and "measured on cuda, not this llvm device" in out

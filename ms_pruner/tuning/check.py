@@ -86,6 +86,10 @@ def check_database(work_dir: str, target, top: int = 1, emulate: bool = False) -
         if not records:
             checks.append(_skipped(work_dir, label, "no valid record"))
             continue
+        if not emulate and group[0].target.kind.name != target.kind.name:
+            checks.append(_skipped(work_dir, label, f"measured on {group[0].target.kind.name}, not this "
+                                                    f"{target.kind.name} device (--emulate checks CUDA records)"))
+            continue
         try:
             workload = PrimFuncWorkload(next(iter(group[0].workload.mod.functions.values())), label)
         except UserError as err:
