@@ -5,9 +5,9 @@ measure callbacks (database, cost-model update). Wrapping the builder and runner
 callback (after MetaSchedule's own, so the cost-model update lies between the run and it) gives each
 phase's wall time without touching the scheduler. With several tasks (a model) the scheduler first
 searches, builds and runs one batch of every task, and only then closes their rounds, in the same
-order: each batch's timings (and the search's own, PrunerSearch's) wait in a queue for their round. One JSON line per round goes
-to ``<work_dir>/logs/ms_pruner_rounds.jsonl``; a resumed run continues its round numbers, trial
-count and clock (``resume.ResumePoint``).
+order: each batch's timings (and the search's own, PrunerSearch's) wait in a queue for their round.
+One JSON line per round goes to ``<work_dir>/logs/ms_pruner_rounds.jsonl``; a resumed run continues
+its round numbers, trial count and clock (``resume.ResumePoint``).
 """
 
 from __future__ import annotations
