@@ -6,7 +6,8 @@ fresh worker, and CUDA compiled by NVRTC (missing ``cuda-bindings`` fails every 
 machine) or lazily inside the one-GPU runner (``cuda_compile``); and its worker processes, started
 afresh for every batch, are kept across batches (``pool``). ``make_builder("stock")`` is
 MetaSchedule's own builder, kept for side-by-side comparisons. ``make_runner`` is MetaSchedule's
-``LocalRunner`` that fills a task's arguments once instead of once per candidate (``runner_args``).
+``LocalRunner`` that fills a task's arguments once instead of once per candidate (``runner_args``)
+and outlives a kernel that breaks its CUDA context (``runner``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from .fused_epilogue import FUSE_EPILOGUE_ENV, epilogue_fused, fuse_fragment_epi
 from .parity_unroll import PARITY_UNROLL_ENV, parity_loops_unrolled
 from .pool import KeptPoolBuilder
 from .resources import KernelResources, candidate_resources, cuda_source_resources, parse_ptxas_report
-from .runner_args import cached_alloc_argument, forget_cached_arguments
+from .runner import RecoveringLocalRunner, breaks_cuda_context
+from .runner_args import (alloc_argument, cached_alloc_argument, forget_cached_arguments, rpc_alloc_argument,
+                          zero_integer_arguments)
 from .wait_counts import PRUNER_TIR_PIPELINE, register_pruner_pipeline
 from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, cuda_sources,
                      export_candidate, lower_candidate, rewritten_schedule)
@@ -74,7 +77,8 @@ def start_builder_workers(builder) -> None:
 
 def make_runner(timeout_sec: float = 30.0, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100,
                 reuse_arguments: bool = True):
-    """``ms.runner.LocalRunner`` with explicit evaluator settings (the same for every strategy).
+    """MetaSchedule's ``LocalRunner`` with explicit evaluator settings (the same for every strategy),
+    restarting its worker after a kernel breaks the CUDA context (``runner``), integer arguments zeros.
 
     ``reuse_arguments`` keeps one task's random-filled arguments in the runner's worker for the
     next candidate of the same shapes (``runner_args``) instead of filling them anew each time.
@@ -82,8 +86,8 @@ def make_runner(timeout_sec: float = 30.0, number: int = 3, repeat: int = 1, min
     config = ms.runner.EvaluatorConfig(
         number=number, repeat=repeat, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=False
     )
-    return ms.runner.LocalRunner(timeout_sec=timeout_sec, evaluator_config=config,
-                                 f_alloc_argument=cached_alloc_argument if reuse_arguments else None)
+    return RecoveringLocalRunner(timeout_sec=timeout_sec, evaluator_config=config,
+                                 f_alloc_argument=cached_alloc_argument if reuse_arguments else alloc_argument)
 
 
 __all__ = [
@@ -94,6 +98,9 @@ __all__ = [
     "PRUNER_TIR_PIPELINE",
     "BuiltCandidate",
     "KernelResources",
+    "RecoveringLocalRunner",
+    "alloc_argument",
+    "breaks_cuda_context",
     "build_candidate",
     "build_pass_config",
     "close_builder",
@@ -122,5 +129,7 @@ __all__ = [
     "prepare_permuted_copies",
     "register_pruner_pipeline",
     "rewritten_schedule",
+    "rpc_alloc_argument",
     "start_builder_workers",
+    "zero_integer_arguments",
 ]

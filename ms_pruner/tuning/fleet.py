@@ -27,6 +27,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.runner import PyRunner
 
+from ..builder import rpc_alloc_argument
 from ..errors import UserError
 from .interrupt import stop_now
 
@@ -152,7 +153,7 @@ def make_fleet_runner(tracker: Tracker, target, number: int = 3, repeat: int = 1
     config = ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
                                        enable_cpu_cache_flush=False)
     inner = ms.runner.RPCRunner(rpc_config=tracker.rpc_config(), evaluator_config=config,
-                                max_workers=workers or servers)
+                                max_workers=workers or servers, f_alloc_argument=rpc_alloc_argument)
     return FleetRunner(tracker, inner)
 
 

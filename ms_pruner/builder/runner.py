@@ -1,0 +1,63 @@
+"""MetaSchedule's LocalRunner, its worker started afresh after a kernel breaks the CUDA context.
+
+A kernel that faults on a GPU (an illegal or misaligned address, an illegal instruction, a trap,
+a device-side assert) leaves the process's CUDA context unusable: CUDA answers every later call in
+that process with the same error. MetaSchedule's ``LocalRunner`` times every candidate of a run in
+one worker process, so one faulting candidate would turn every later measurement of the run, of
+every task, into a run error. This runner times the candidates one at a time and, after a
+candidate whose error is one of those, starts a new worker: the faulting candidate stays a run
+error, the others are measured. (A timed-out candidate's worker is killed by MetaSchedule's pool.)
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from typing import Optional
+
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+from tvm.support.popen_pool import PopenPoolExecutor
+
+# cudaGetErrorString's texts and cuGetErrorName's names of the errors CUDA calls sticky.
+CONTEXT_BREAKING_ERRORS = (
+    "illegal memory access", "CUDA_ERROR_ILLEGAL_ADDRESS", "misaligned address", "CUDA_ERROR_MISALIGNED_ADDRESS",
+    "illegal instruction", "CUDA_ERROR_ILLEGAL_INSTRUCTION", "unspecified launch failure", "CUDA_ERROR_LAUNCH_FAILED",
+    "device-side assert", "CUDA_ERROR_ASSERT", "hardware stack error", "CUDA_ERROR_HARDWARE_STACK_ERROR",
+    "invalid program counter", "CUDA_ERROR_INVALID_PC", "launch timed out", "CUDA_ERROR_LAUNCH_TIMEOUT",
+)
+
+
+def breaks_cuda_context(error_msg: Optional[str]) -> bool:
+    """Whether a runner error says the kernel left the process's CUDA context unusable."""
+    if not error_msg:
+        return False
+    text = error_msg.lower()
+    return any(error.lower() in text for error in CONTEXT_BREAKING_ERRORS)
+
+
+@derived_object
+class RecoveringLocalRunner(ms.runner.LocalRunner._cls):  # pylint: disable=protected-access
+    """``ms.runner.LocalRunner`` (same arguments) that restarts its worker after a context-breaking
+    error; ``restarts`` counts how often it did."""
+
+    restarts = 0
+
+    def run(self, runner_inputs):
+        futures = []
+        for runner_input in runner_inputs:
+            (future,) = super().run([runner_input])
+            futures.append(future)
+            error = future.result().error_msg
+            if breaks_cuda_context(error):
+                self.restart_worker(error)
+        return futures
+
+    def restart_worker(self, error: str) -> None:
+        """A new worker process (a new CUDA context) for the candidates after this one."""
+        logging.getLogger("ms_pruner").warning(
+            "a candidate broke the runner's CUDA context (%s); the runner starts a new worker for the next",
+            error.strip().splitlines()[-1][:160])
+        self.pool.shutdown(wait=True)
+        self.pool = PopenPoolExecutor(max_workers=1, timeout=self.timeout_sec, stderr=subprocess.DEVNULL)
+        self.restarts += 1
