@@ -100,6 +100,87 @@ def test_tune_model_cli(tmp_path, capsys):
     assert "cannot read a tune-model summary" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_parts_drop_into_metaschedules_own_tune_relax(tmp_path):
+    """PrunerSearch, PaCM and our builder passed to ``ms.relax_integration.tune_relax`` itself: the
+    task contexts clone one PrunerSearch, each task gets its own search and its records, and the
+    model MetaSchedule compiles from them computes what torch does."""
+    from tvm.s_tir import meta_schedule as ms
+
+    import ms_pruner
+    from ms_pruner.hardware import llvm_target
+    from ms_pruner.models import legalize_and_fuse
+
+    module, example, spec = get_model("mlp-tiny")
+    target = llvm_target()
+    mod = legalize_and_fuse(import_torch_model(module, example))
+    timings = []
+    database = ms.relax_integration.tune_relax(
+        mod, None, target, str(tmp_path), max_trials_global=16, num_trials_per_iter=8,
+        strategy=ms_pruner.PrunerSearch(timings=timings), cost_model=ms_pruner.PaCM(),
+        builder=ms_pruner.make_builder(), seed=0)
+    assert len(_tasks_in_database(str(tmp_path))) == 2
+    assert len(database.get_all_tuning_records()) == 16
+    assert sorted(stats["task"] for stats in timings) == sorted(t.task_name for t in extract_tasks(mod, target))
+    executable = ms.relax_integration.compile_relax(database, mod, target, params=None)
+    outputs, _ = run_executable(executable, target, [example.numpy()])
+    assert compare_outputs(outputs, [module(example).detach().numpy()], spec.dtype) is None
+
+
+TAGGER = """
+import torch
+
+
+class Tagger(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(100, 32)
+        self.proj = torch.nn.Linear(32, 48)
+
+    def forward(self, ids, scale):
+        return torch.relu(self.proj(self.embed(ids))) * scale
+
+
+def build():
+    return Tagger(), (torch.randint(0, 100, (4, 10)), torch.rand(4, 10, 48))
+"""
+
+
+@pytest.mark.slow
+def test_a_users_model_file_with_token_ids_is_tuned_checked_and_timed(tmp_path, capsys):
+    """``--model FILE.py:FUNCTION`` with two inputs, one of them integer token ids: every task gets
+    valid records (the embedding's gather too: the runner's integer arguments are zeros), and the
+    compiled model computes what torch does."""
+    (tmp_path / "tagger_model.py").write_text(TAGGER)
+    work_dir = str(tmp_path / "wd")
+    assert main(["tune-model", "--model", f"{tmp_path}/tagger_model.py:build", "--target", "llvm", "--per-iter",
+                 "4", "--work-dir", work_dir, "--no-torch-compile", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "tagger_model:build (float32 compute, input ((4, 10), (4, 10, 48))) on llvm" in out, out
+    assert "outputs match torch" in out and "with no record" not in out and "torch eager" in out
+    summary, = read_summaries([work_dir])
+    assert summary["model"] == "tagger_model:build" and summary["tasks"] == summary["tasks_with_records"] >= 4
+
+
+@pytest.mark.parametrize("source, function, message", [
+    (None, "build", "no file"),
+    ("import torch\n", "build", "defines no function 'build'"),
+    ("import torch\nraise ValueError('bad weights')\n", "build", "importing"),
+    ("def build():\n    raise RuntimeError('no data')\n", "build", "build() failed: RuntimeError: no data"),
+    ("import torch\ndef build():\n    return torch.nn.Linear(2, 2)\n", "build", "must return (torch.nn.Module"),
+    ("import torch\ndef build():\n    return torch.nn.Linear(2, 2), [1.0]\n", "build", "must return"),
+])
+def test_a_model_file_that_cannot_give_a_model_is_one_line(tmp_path, capsys, source, function, message):
+    path = tmp_path / "model.py"
+    if source is not None:
+        path.write_text(source)
+    assert main(["tune-model", "--model", f"{path}:{function}", "--target", "llvm", "--work-dir",
+                 str(tmp_path / "wd")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"ms-pruner: error: --model {path}:{function}: "), err
+    assert message in err, err
+
+
 def test_mismatch_is_reported_with_its_size():
     want = [np.zeros((2, 3), dtype=np.float32)]
     got = [np.zeros((2, 3), dtype=np.float32)]

@@ -7,17 +7,19 @@ import os
 import sys
 
 from ..cost_model import read_model_file
-from ..errors import UserError
 from ..hardware import resolve_target
-from ..models import MODELS, compare_outputs, get_model, import_torch_model, run_executable, torch_latency, tune_relax
+from ..models import compare_outputs, get_model, import_torch_model, run_executable, torch_latency, tune_relax
 from ..models.report import model_table, read_summaries, write_summary
+from ..models.user_model import example_inputs
 from ..search import parse_settings
 from .options import add_out, add_rpc, add_search_options, add_time_limit, seed_value, write_text
 
 
 def add_model_commands(sub) -> None:
     model = sub.add_parser("tune-model", help="tune a whole torch model through Relax and check it")
-    model.add_argument("--model", required=True, help="bert-layer | resnet-block | mlp-tiny")
+    model.add_argument("--model", required=True,
+                       help="bert-layer | resnet-block | mlp-tiny | FILE.py:FUNCTION (your own: FUNCTION() returns "
+                            "(torch module, example input tensor or tuple of tensors); docs/usage.md)")
     model.add_argument("--target", default="auto")
     model.add_argument("--gpu", default=None)
     model.add_argument("--trials", type=int, default=None,
@@ -40,19 +42,17 @@ def add_model_commands(sub) -> None:
 
 
 def cmd_tune_model(args) -> int:
-    if args.model not in MODELS:
-        raise UserError(f"unknown model '{args.model}'; known: {', '.join(sorted(MODELS))}")
     settings = parse_settings(args.pruner_settings)
     if args.pretrained:
         read_model_file(args.pretrained)
     choice = resolve_target(args.target, args.gpu, require_device=args.rpc is None)
     module, example, spec = get_model(args.model, dtype=args.dtype)
-    work_dir = args.work_dir or os.path.join("ms_pruner_work", f"{args.model}-{choice.target.kind.name}")
+    work_dir = args.work_dir or os.path.join("ms_pruner_work", f"{_dir_name(spec.name)}-{choice.target.kind.name}")
 
     import torch  # lazy: torch only for the model's eager reference run
 
     with torch.no_grad():
-        expected = module(example)
+        expected = module(*example_inputs(example))
     expected = [t.float().numpy() for t in (expected if isinstance(expected, (tuple, list)) else [expected])]
     relax_mod = import_torch_model(module, example, nhwc=spec.nhwc and choice.is_cuda,
                                    mixed_precision=spec.dtype == "float16")
@@ -62,14 +62,15 @@ def cmd_tune_model(args) -> int:
                         progress=not args.no_progress, space=args.space, first_round=args.first_round,
                         cost_model=args.cost_model, rpc=args.rpc, warm_start=args.warm_start,
                         pruner_settings=settings, resume=True)
-    outputs, seconds = run_executable(result.executable, choice.target, [example.numpy()])
+    outputs, seconds = run_executable(result.executable, choice.target, [x.numpy() for x in example_inputs(example)])
     untuned = sum(1 for count in result.task_records if count == 0)
-    print(f"{args.model} ({spec.dtype} compute, input {tuple(spec.input_shape)}) on {choice.target.kind.name}: "
+    print(f"{spec.name} ({spec.dtype} compute, input {tuple(spec.input_shape)}) on {choice.target.kind.name}: "
           f"{len(result.tasks)} tasks tuned with {args.strategy} ({result.trials} trials) in {work_dir}"
           + (f"; tasks with no record (a default schedule): {untuned}" if untuned else ""))
     device = "cuda" if choice.is_cuda else "cpu"
     torch_dtype = getattr(torch, spec.dtype) if device == "cuda" else torch.float32
-    timed, timed_input = module.to(torch_dtype), example.to(torch_dtype)
+    timed = module.to(torch_dtype)
+    timed_input = tuple(x.to(torch_dtype) if x.is_floating_point() else x for x in example_inputs(example))
     eager = torch_latency(timed, timed_input, device)
     compiled = torch_latency(timed, timed_input, device, compile_model=True) if args.torch_compile else None
     print(f"  ms_pruner {seconds * 1e6:.1f} us | torch eager "
@@ -77,17 +78,22 @@ def cmd_tune_model(args) -> int:
           f"{f'{compiled * 1e6:.1f} us' if compiled else ('n/a' if args.torch_compile else 'skipped')}")
     mismatch = compare_outputs([o.astype("float32") for o in outputs], expected, spec.dtype)
     write_summary(work_dir, {
-        "model": args.model, "dtype": spec.dtype, "target": str(choice.target), "target_kind": choice.target.kind.name,
+        "model": spec.name, "dtype": spec.dtype, "target": str(choice.target), "target_kind": choice.target.kind.name,
         "strategy": args.strategy, "trials": result.trials, "seed": args.seed, "tasks": len(result.tasks),
         "tasks_with_records": len(result.tasks) - untuned,
         "tuning_wall_s": result.rounds[-1]["wall_s"] if result.rounds else 0.0, "latency_s": seconds,
         "torch_eager_s": eager, "torch_compile_s": compiled, "outputs_match": mismatch is None, "mismatch": mismatch,
     })
     if mismatch:
-        print(f"ms-pruner: error: {args.model}: {mismatch}", file=sys.stderr)
+        print(f"ms-pruner: error: {spec.name}: {mismatch}", file=sys.stderr)
         return 1
     print(f"  outputs match torch ({len(outputs)} output(s))")
     return 0
+
+
+def _dir_name(model: str) -> str:
+    """A model's default work-dir name: ``file:function`` as ``file-function``."""
+    return model.replace(":", "-")
 
 
 def _add_model_table_command(sub) -> None:

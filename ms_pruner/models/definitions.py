@@ -7,6 +7,7 @@ import math
 from typing import Callable, Dict, Tuple
 
 from ..errors import UserError
+from .user_model import example_inputs, is_model_file, load_model_file, model_file_name
 
 
 def _torch():
@@ -112,20 +113,28 @@ MODELS: Dict[str, ModelSpec] = {
 
 
 def get_model(name: str, dtype: str = None, input_shape: Tuple[int, ...] = None):
-    """(fp32 torch module in eval mode, fp32 example input, ModelSpec); weights are seeded.
+    """(fp32 torch module in eval mode, fp32 example input, ModelSpec); weights are seeded. ``name``
+    is one of MODELS or a user's ``FILE.py:FUNCTION`` (user_model.py; ``input_shape`` is then its own).
 
     ``spec.dtype`` is the compute dtype of the tuned model: for float16 the Relax module is made
     mixed precision (fp16 operands, fp32 accumulation, what the tensor-core workloads use) after
     import; the torch module stays fp32 as the reference, and torch timings cast it to fp16.
     """
+    if dtype not in (None, "float16", "float32"):
+        raise UserError(f"unsupported model dtype '{dtype}'; use float16 or float32")
+    if is_model_file(name):
+        module, example, function = load_model_file(name)
+        shapes = tuple(tuple(x.shape) for x in example_inputs(example))
+        return module, example, ModelSpec(model_file_name(name), function, shapes[0] if len(shapes) == 1 else shapes,
+                                          dtype or "float32",
+                                          any(isinstance(m, _torch().nn.Conv2d) for m in module.modules()),
+                                          (function.__doc__ or "").strip().split("\n")[0])
     if name not in MODELS:
-        raise UserError(f"unknown model '{name}'; known: {', '.join(sorted(MODELS))}")
+        raise UserError(f"unknown model '{name}'; known: {', '.join(sorted(MODELS))}, or FILE.py:FUNCTION")
     torch = _torch()
     spec = MODELS[name]
     torch.manual_seed(0)
     module = spec.build().eval()
     dtype = dtype or spec.dtype
-    if dtype not in ("float16", "float32"):
-        raise UserError(f"unsupported model dtype '{dtype}'; use float16 or float32")
     example = torch.randn(*(input_shape or spec.input_shape), dtype=torch.float32)
     return module, example, dataclasses.replace(spec, dtype=dtype, input_shape=tuple(example.shape))

@@ -30,10 +30,11 @@ from ..tuning.instrument import batch_seconds
 from ..tuning.interrupt import stop_unless_time_for
 from ..tuning.resume import ROUND_LOG, resume_point, warmed_cost_model
 from .compile import compile_tuned
+from .user_model import example_inputs
 
 
 def import_torch_model(module, example, nhwc: bool = False, mixed_precision: bool = False):
-    """A Relax IRModule of ``module`` traced on ``example`` (weights bound as constants).
+    """A Relax IRModule of ``module`` traced on ``example`` (a tensor or a tuple; weights bound as constants).
 
     ``mixed_precision`` runs Relax's ToMixedPrecision: fp16 matmul/conv operands with fp32
     accumulation. (Importing a torch module already in fp16 trips a dtype mismatch in TVM 0.27's
@@ -43,7 +44,7 @@ def import_torch_model(module, example, nhwc: bool = False, mixed_precision: boo
     from tvm.relax.frontend.torch import from_exported_program  # lazy: (the same)
 
     with torch.no_grad():
-        exported = torch.export.export(module, (example,))
+        exported = torch.export.export(module, example_inputs(example))
     mod = from_exported_program(exported, keep_params_as_input=False)
     if nhwc:
         mod = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]})(mod)
