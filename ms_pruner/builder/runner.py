@@ -38,8 +38,8 @@ def breaks_cuda_context(error_msg: Optional[str]) -> bool:
 
 @derived_object
 class RecoveringLocalRunner(ms.runner.LocalRunner._cls):  # pylint: disable=protected-access
-    """``ms.runner.LocalRunner`` (same arguments) that restarts its worker after a context-breaking
-    error; ``restarts`` counts how often it did."""
+    """``ms.runner.LocalRunner`` (same arguments; a restarted worker runs no ``initializer``) that
+    restarts its worker after a context-breaking error; ``restarts`` counts how often it did."""
 
     restarts = 0
 

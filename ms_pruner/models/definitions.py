@@ -113,8 +113,9 @@ MODELS: Dict[str, ModelSpec] = {
 
 
 def get_model(name: str, dtype: str = None, input_shape: Tuple[int, ...] = None):
-    """(fp32 torch module in eval mode, fp32 example input, ModelSpec); weights are seeded. ``name``
-    is one of MODELS or a user's ``FILE.py:FUNCTION`` (user_model.py; ``input_shape`` is then its own).
+    """(fp32 torch module in eval mode, example input, ModelSpec); weights are seeded. ``name`` is one
+    of MODELS (an fp32 example of ``input_shape``, default the spec's) or a user's ``FILE.py:FUNCTION``
+    (user_model.py: its own example, a tensor or a tuple).
 
     ``spec.dtype`` is the compute dtype of the tuned model: for float16 the Relax module is made
     mixed precision (fp16 operands, fp32 accumulation, what the tensor-core workloads use) after
