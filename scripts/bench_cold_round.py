@@ -342,7 +342,8 @@ def _arguments() -> argparse.Namespace:
 def model_rounds(args: argparse.Namespace) -> int:
     """``--model``: what tune-model's first round on each of the model's tasks would measure, each
     pick's kernels emulated against the unscheduled task run on the CPU (``PrimFuncWorkload``);
-    tasks without random-input checks (integer inputs, several outputs, non-finite results) say why."""
+    tasks without random-input checks (an index computed from an integer input, several outputs,
+    non-finite results) say why."""
     import re
 
     from ms_pruner.analysis import StaticAnalyzer

@@ -2,13 +2,30 @@
 
 import json
 
+import numpy as np
 import tvm
+from tvm.script import tirx as T
 
 import pytest
 
 from ms_pruner.cli import main
 
 SPEC = "matmul:64x64x64:float32:float32"
+FLOAT32 = "float32"
+
+
+def _asserting_copy(message: str):
+    """A copy whose first element must be negative, failing as a kernel reports ``message``."""
+
+    @T.prim_func(s_tir=True)
+    def func(a: T.Buffer((4,), FLOAT32), b: T.Buffer((4,), FLOAT32)):
+        assert a[0] < T.float32(0), message
+        for i in range(4):
+            with T.sblock("copy"):
+                vi = T.axis.spatial(4, i)
+                b[vi] = a[vi]
+
+    return tvm.compile(tvm.IRModule({"main": func}), target="llvm")
 
 
 @pytest.mark.slow
@@ -72,8 +89,9 @@ def test_a_work_dir_without_a_spec_has_each_workload_held_against_its_own_functi
                                                                                     tensor_intrinsics):
     """``check --work-dir`` alone (a tune-model work dir, a PrimFunc tuned from Python): each workload's
     best record against the workload's unscheduled function. A Linear task's mma kernel for the H100
-    emulates right; an embedding's gather (integer indices) and a task with no valid record are
-    skipped, each with its reason; with nothing checked the exit is 1."""
+    emulates right; an embedding's gather (integer indices, drawn inside the table) measured on the
+    CPU is checked here and skipped by the emulator, which runs CUDA kernels; a task with no valid
+    record is skipped; each skip says why, and with nothing checked the exit is 1."""
     from tvm import te
     from tvm.s_tir import Schedule
 
@@ -92,6 +110,8 @@ def test_a_work_dir_without_a_spec_has_each_workload_held_against_its_own_functi
     _commit(database, take, Schedule(take).trace, tvm.target.Target("llvm"), 2e-6)
     assert main(["check", "--work-dir", work_dir, "--emulate"]) == 1
     assert "skip take(16x8:float16, 4:int64, 4x8:float16) on llvm" in capsys.readouterr().out
+    assert main(["check", "--work-dir", work_dir, "--target", "llvm"]) == 0
+    assert "ok   take(16x8:float16, 4:int64, 4x8:float16) on llvm" in capsys.readouterr().out
 
     linear = normalized_mod(linear_task(+1))
     _, target, generator = tuning_space("mma", linear, get_gpu_spec("h100").target())
@@ -106,13 +126,42 @@ def test_a_work_dir_without_a_spec_has_each_workload_held_against_its_own_functi
     assert right["emulated"]["status"] == "right" and right["instruction"].startswith("m16n8k")
     skipped = sorted((c["workload"].split(":")[0], c["skipped"]) for c in checks if c["skipped"] is not None)
     assert [name for name, _ in skipped] == ["matmul+T_add(64x64", "take(16x8"], skipped
-    assert skipped[0][1] == "no valid record" and "'index' of dtype int64" in skipped[1][1]
+    assert skipped[0][1] == "no valid record" and "the emulator runs CUDA kernels" in skipped[1][1]
     assert not any(c["passed"] for c in checks if c["skipped"] is not None)
     assert main(["check", "--work-dir", work_dir, "--emulate"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert sorted(line.split()[0] for line in lines) == ["ok", "skip", "skip"], lines
     assert any(line.startswith("skip matmul+T_add(64x64") and line.endswith("no valid record") for line in lines)
     # Run here instead: a CUDA record is not run on this CPU (only emulated), one line says so.
-    assert main(["check", "--work-dir", work_dir, "--target", "llvm"]) == 1
+    assert main(["check", "--work-dir", work_dir, "--target", "llvm"]) == 0
     out = capsys.readouterr().out
     assert "skip matmul+T_add(128x64:float16" in out and "measured on cuda, not this llvm device" in out
+    assert "ok   take(16x8" in out
+
+
+def test_a_kernel_that_fails_here_is_a_failed_check_and_one_that_breaks_the_context_stops_the_rest():
+    """A kernel that fails to run is one FAIL line with the device's error, and the next kernel is
+    still run; after one that breaks the CUDA context (a GPU's illegal address, raised here by a
+    CPU kernel's assert with CUDA's text), the kernels after it are skipped, naming it."""
+    from ms_pruner.tuning.check import DeviceSession, OutputCheck, _report_line, _run_on_device
+
+    session, positive = DeviceSession(), np.ones(4, dtype="float32")
+
+    def run(kernel, data=positive):
+        out = tvm.runtime.tensor(np.zeros(4, dtype="float32"))
+        kernel(tvm.runtime.tensor(data), out)
+        return float(np.abs(out.numpy() - data).max())
+
+    checks = [OutputCheck("wd", f"copy{k}", 1e-6, float("nan"), 1e-3, None, rank=k) for k in range(1, 5)]
+    _run_on_device(checks[0], session, lambda: run(_asserting_copy("the output index is out of range")))
+    _run_on_device(checks[1], session, lambda: run(_asserting_copy("unused"), -positive))
+    _run_on_device(checks[2], session, lambda: run(_asserting_copy("CUDA: an illegal memory access was encountered")))
+    _run_on_device(checks[3], session, lambda: run(_asserting_copy("unused"), -positive))
+    first, second, faulting, after = checks
+    assert first.failure.endswith("the output index is out of range") and not first.passed
+    assert second.failure is None and second.error == 0.0 and second.passed
+    assert "illegal memory access" in faulting.failure and session.broken_by == "copy3 #3"
+    assert after.skipped.startswith("not run: copy3 #3 broke this process's CUDA context") and not after.passed
+    lines = [_report_line(c) for c in checks]
+    assert lines[0].startswith("FAIL copy1") and lines[0].endswith("the output index is out of range"), lines
+    assert lines[1].startswith("ok   copy2") and lines[3].startswith("skip copy4"), lines

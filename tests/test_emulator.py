@@ -160,14 +160,40 @@ def test_a_task_that_random_inputs_cannot_check_is_refused_in_one_line():
     from ms_pruner.errors import UserError
 
     table, index = te.placeholder((16, 8), "float16", "table"), te.placeholder((4,), "int64", "index")
-    take = te.compute((4, 8), lambda i, j: table[index[i], j], "take")
-    with pytest.raises(UserError, match="'index' of dtype int64"):
-        PrimFuncWorkload(te.create_prim_func([table, index, take]), "take")
+    shifted = te.compute((4, 8), lambda i, j: table[index[i] + 1, j], "shifted_take")
+    with pytest.raises(UserError, match="computes an index from its integer input 'index'"):
+        PrimFuncWorkload(te.create_prim_func([table, index, shifted]), "shifted_take")
     x = te.placeholder((64,), "float32", "x")
     growth = te.compute((64,), lambda i: te.exp(x[i] * 1000.0), "growth")
     workload = PrimFuncWorkload(te.create_prim_func([x, growth]), "exp")
     with pytest.raises(UserError, match="non-finite results"):
         workload.reference(workload.random_inputs(1))
+
+
+def test_integer_inputs_draw_inside_the_axes_they_index():
+    """A gather's index (through a cast, as Relax's ``take`` reads it) draws inside the smallest axis
+    it indexes, so the reference reads the table; an integer input no index reads draws small
+    non-negative values; an integer output is held exactly."""
+    from tvm import te
+
+    from ms_pruner.emulator import PrimFuncWorkload
+    from ms_pruner.emulator.task import PLAIN_INTEGER_RANGE
+
+    table, index = te.placeholder((12, 8), "float16", "table"), te.placeholder((64,), "int64", "index")
+    other = te.placeholder((5, 64), "float16", "other")
+    gathered = te.compute((64, 8), lambda i, j: table[index[i].astype("int32"), j] + other[index[i], i], "gathered")
+    workload = PrimFuncWorkload(te.create_prim_func([table, other, index, gathered]), "gathered")
+    data, others, ids = workload.random_inputs(1)
+    assert workload.index_ranges == {"index": 5} and ids.dtype == np.int64
+    assert ids.min() == 0 and ids.max() == 4 and workload.tolerance == 5e-2
+    exact = data.astype(np.float64)[ids] + others.astype(np.float64)[ids, np.arange(64)][:, None]
+    assert np.abs(workload.reference([data, others, ids]) - exact).max() < 1e-2
+    narrowed = te.compute((64,), lambda i: index[i].astype("int32"), "narrowed")
+    plain = PrimFuncWorkload(te.create_prim_func([index, narrowed]), "narrowed")
+    (values,) = plain.random_inputs(1)
+    assert plain.index_ranges == {"index": PLAIN_INTEGER_RANGE} and plain.tolerance == 0.0
+    assert 0 <= values.min() and values.max() < PLAIN_INTEGER_RANGE and len(set(values.tolist())) > 8
+    assert (plain.reference([values]) == values).all()
 
 
 def test_a_parameter_under_a_square_root_draws_positive_inputs():

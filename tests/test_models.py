@@ -1,5 +1,7 @@
 """Whole models through Relax on llvm: the CLI and the Python API, several tasks with PrunerSearch."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -153,8 +155,9 @@ def build():
 @pytest.mark.slow
 def test_a_users_model_file_with_token_ids_is_tuned_checked_and_timed(tmp_path, capsys):
     """``--model FILE.py:FUNCTION`` with two inputs, one of them integer token ids: every task gets
-    valid records (the embedding's gather too: the runner's integer arguments are zeros), and the
-    compiled model computes what torch does."""
+    valid records (the embedding's gather too: the runner's integer arguments are zeros), the
+    compiled model computes what torch does, and ``check`` holds every task's best kernel against
+    its unscheduled function (the gather's ids drawn inside the table)."""
     (tmp_path / "tagger_model.py").write_text(TAGGER)
     work_dir = str(tmp_path / "wd")
     assert main(["tune-model", "--model", f"{tmp_path}/tagger_model.py:build", "--target", "llvm", "--per-iter",
@@ -164,6 +167,10 @@ def test_a_users_model_file_with_token_ids_is_tuned_checked_and_timed(tmp_path, 
     assert "outputs match torch" in out and "with no record" not in out and "torch eager" in out
     summary, = read_summaries([work_dir])
     assert summary["model"] == "tagger_model:build" and summary["tasks"] == summary["tasks_with_records"] >= 4
+    assert main(["check", "--work-dir", work_dir, "--target", "llvm", "--json"]) == 0
+    checks = json.loads(capsys.readouterr().out)
+    assert len(checks) == summary["tasks"] and all(c["passed"] for c in checks), checks
+    assert any("take(100x32:float32, 40:int32" in c["workload"] for c in checks), [c["workload"] for c in checks]
 
 
 @pytest.mark.parametrize("source, function, message", [

@@ -10,7 +10,8 @@ checked on a machine without one, for the target each record names.
 
 Without a workload spec (a ``tune-model`` work dir, a PrimFunc tuned from Python) every workload of
 the database is checked, each against its own unscheduled function run on this machine's CPU
-(``PrimFuncWorkload``): the same arithmetic in the same dtypes, with no torch beside it.
+(``PrimFuncWorkload``): the same arithmetic in the same dtypes, with no torch beside it; integer
+inputs (token ids, a gather's index) are drawn inside the axes they index.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 import tvm
 
 from ..builder import lower_candidate
+from ..builder.runner import breaks_cuda_context
 from ..emulator import EmulatedChecker, PrimFuncWorkload
 from ..database.records import fastest_records, mean_latency, open_database, records_for, replay_record
 from ..database.tools import records_by_workload_and_target, target_name, workload_name
@@ -49,10 +51,11 @@ class OutputCheck:
     instruction: Optional[str] = None  # m16n8k8, m16n8k16 or wmma; None off tensor cores
     emulated: Optional[dict] = None  # the emulator's EmulatedCheck where it ran the kernel instead
     skipped: Optional[str] = None  # why a workload could not be checked (PrimFuncWorkload's refusal)
+    failure: Optional[str] = None  # the device's error where the kernel failed to build or run here
 
     @property
     def passed(self) -> bool:
-        if self.skipped is not None:
+        if self.skipped is not None or self.failure is not None:
             return False
         if self.emulated is not None:
             return self.emulated["status"] == "right"
@@ -62,7 +65,17 @@ class OutputCheck:
         return dict(dataclasses.asdict(self), passed=self.passed)
 
 
-def check_fastest(work_dir: str, spec: str, target, top: int = 1, emulate: bool = False) -> List[OutputCheck]:
+@dataclasses.dataclass
+class DeviceSession:
+    """This process's device across one ``check`` call's kernels. A kernel that faults on a GPU
+    leaves the process's CUDA context unusable (builder/runner.py), so the kernels after it are
+    skipped, each saying which one broke the context, rather than reported as failing."""
+
+    broken_by: Optional[str] = None
+
+
+def check_fastest(work_dir: str, spec: str, target, top: int = 1, emulate: bool = False,
+                  session: Optional[DeviceSession] = None) -> List[OutputCheck]:
     """Build ``work_dir``'s ``top`` fastest records of ``spec`` as the builder does and check each
     one's output on this machine's device (a new intrinsic's kernels beside the best), or in the
     emulator for the record's own target."""
@@ -72,13 +85,15 @@ def check_fastest(work_dir: str, spec: str, target, top: int = 1, emulate: bool 
     records = fastest_records(records_for(open_database(work_dir), mod), top)
     if not records:
         raise UserError(f"'{work_dir}' holds no valid record of {spec}")
-    return _check_records(work_dir, spec, workload, records, target, emulate)
+    return _check_records(work_dir, spec, workload, records, target, emulate, session or DeviceSession())
 
 
-def check_database(work_dir: str, target, top: int = 1, emulate: bool = False) -> List[OutputCheck]:
+def check_database(work_dir: str, target, top: int = 1, emulate: bool = False,
+                   session: Optional[DeviceSession] = None) -> List[OutputCheck]:
     """Every workload of ``work_dir`` (per target), its ``top`` fastest records each held against
     the workload's unscheduled function; a workload PrimFuncWorkload refuses is one skipped check."""
     require_positive("--top", top)
+    session = session or DeviceSession()
     checks = []
     for group in records_by_workload_and_target(work_dir):
         records = fastest_records(group, top)
@@ -86,8 +101,13 @@ def check_database(work_dir: str, target, top: int = 1, emulate: bool = False) -
         if not records:
             checks.append(_skipped(work_dir, label, "no valid record"))
             continue
-        if not emulate and group[0].target.kind.name != target.kind.name:
-            checks.append(_skipped(work_dir, label, f"measured on {group[0].target.kind.name}, not this "
+        measured_on = group[0].target.kind.name
+        if emulate and measured_on != "cuda":
+            checks.append(_skipped(work_dir, label, f"measured on {measured_on}; the emulator runs CUDA kernels "
+                                                    "(check it here without --emulate)"))
+            continue
+        if not emulate and measured_on != target.kind.name:
+            checks.append(_skipped(work_dir, label, f"measured on {measured_on}, not this "
                                                     f"{target.kind.name} device (--emulate checks CUDA records)"))
             continue
         try:
@@ -95,7 +115,7 @@ def check_database(work_dir: str, target, top: int = 1, emulate: bool = False) -
         except UserError as err:
             checks.append(_skipped(work_dir, label, str(err)))
             continue
-        checks.extend(_check_records(work_dir, label, workload, records, target, emulate))
+        checks.extend(_check_records(work_dir, label, workload, records, target, emulate, session))
     if not checks:
         raise UserError(f"'{work_dir}' holds no record")
     return checks
@@ -106,7 +126,7 @@ def _skipped(work_dir: str, label: str, reason: str) -> OutputCheck:
                        tolerance=float("nan"), torch_error=None, skipped=reason)
 
 
-def _check_records(work_dir, label, workload, records, target, emulate) -> List[OutputCheck]:
+def _check_records(work_dir, label, workload, records, target, emulate, session) -> List[OutputCheck]:
     """Each of ``records`` (fastest first) built and run here, or emulated, against the exact result
     (torch's error beside where torch has the workload's operator)."""
     inputs, exact, torch_error = None, None, None
@@ -124,9 +144,26 @@ def _check_records(work_dir, label, workload, records, target, emulate) -> List[
             check.emulated = emulated.as_json()
             check.error = emulated.error if emulated.error is not None else float("nan")
         else:
-            check.error = relative_error(_device_output(record, workload, inputs, target), exact)
+            _run_on_device(check, session, lambda: relative_error(_device_output(record, workload, inputs, target),
+                                                                  exact))
         checks.append(check)
     return checks
+
+
+def _run_on_device(check: OutputCheck, session: DeviceSession, error_of) -> None:
+    """``check.error`` from ``error_of()``, or the device's one-line error as ``check.failure``;
+    nothing is run once an earlier kernel broke the session's CUDA context."""
+    if session.broken_by is not None:
+        check.skipped = (f"not run: {session.broken_by} broke this process's CUDA context "
+                         "(check this run again, or --top fewer)")
+        return
+    try:
+        check.error = error_of()
+    except RuntimeError as err:  # TVM's FFI raises a failed build or launch as RuntimeError
+        lines = str(err).strip().splitlines() or [type(err).__name__]
+        check.failure = lines[-1][:200]
+        if breaks_cuda_context(str(err)):
+            session.broken_by = f"{check.workload} #{check.rank}"
 
 
 def _device_output(record, workload, inputs, target) -> np.ndarray:
@@ -168,11 +205,13 @@ def cmd_check(args) -> int:
     if args.compare and args.workload:
         raise UserError("--workload goes with --work-dir; --compare reads each run's workload from compare.json")
     target = None if args.emulate else resolve_target(args.target, args.gpu, require_device=True).target
+    session = DeviceSession()
     if args.work_dir and not args.workload:
-        checks = check_database(args.work_dir, target, args.top, args.emulate)
+        checks = check_database(args.work_dir, target, args.top, args.emulate, session)
     else:
         runs = compared_runs(args.compare) if args.compare else [(args.work_dir, args.workload)]
-        checks = [c for work_dir, spec in runs for c in check_fastest(work_dir, spec, target, args.top, args.emulate)]
+        checks = [c for work_dir, spec in runs
+                  for c in check_fastest(work_dir, spec, target, args.top, args.emulate, session)]
     if args.json:
         print(json.dumps([c.as_json() for c in checks]))
     else:
@@ -190,6 +229,7 @@ def _report_line(c: OutputCheck) -> str:
     kind = f" ({c.instruction})" if c.instruction else ""
     how = f", emulated: {c.emulated['status']} ({'; '.join(c.emulated['blocks'])} blocks)" if c.emulated else ""
     why = f": {c.emulated['reason']}" if c.emulated and c.emulated["reason"] else ""
+    why += f": {c.failure}" if c.failure else ""
     return (f"{'ok  ' if c.passed else 'FAIL'} {c.workload} {c.work_dir}: {which}{kind} {c.best_latency_s * 1e6:.1f} us, "
             f"error {c.error:.2e} (tolerance {c.tolerance:.0e}{torch_part}){how}{why}")
 
