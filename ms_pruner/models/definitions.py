@@ -7,7 +7,7 @@ import math
 from typing import Callable, Dict, Tuple
 
 from ..errors import UserError
-from .user_model import example_inputs, is_model_file, load_model_file, model_file_name
+from .user_model import example_inputs, load_model_file, model_file
 
 
 def _torch():
@@ -123,10 +123,11 @@ def get_model(name: str, dtype: str = None, input_shape: Tuple[int, ...] = None)
     """
     if dtype not in (None, "float16", "float32"):
         raise UserError(f"unsupported model dtype '{dtype}'; use float16 or float32")
-    if is_model_file(name):
-        module, example, function = load_model_file(name)
+    user_file = model_file(name)
+    if user_file is not None:
+        module, example, function = load_model_file(user_file)
         shapes = tuple(tuple(x.shape) for x in example_inputs(example))
-        return module, example, ModelSpec(model_file_name(name), function, shapes[0] if len(shapes) == 1 else shapes,
+        return module, example, ModelSpec(user_file.label, function, shapes[0] if len(shapes) == 1 else shapes,
                                           dtype or "float32",
                                           any(isinstance(m, _torch().nn.Conv2d) for m in module.modules()),
                                           (function.__doc__ or "").strip().split("\n")[0])

@@ -9,17 +9,31 @@ holding a ``Conv2d`` has its convolutions converted to NHWC on a GPU (the tensor
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 from ..errors import UserError
 
 
-def is_model_file(name: str) -> bool:
-    """Whether a ``--model`` value names a file's function (``path/to/file.py:function``)."""
+@dataclasses.dataclass(frozen=True)
+class ModelFile:
+    """A ``--model`` value naming a file's function: ``path/to/file.py:FUNCTION`` taken apart."""
+
+    path: str
+    function: str
+
+    @property
+    def label(self) -> str:
+        """The model's name in reports and work dirs: ``file:FUNCTION``."""
+        return f"{os.path.basename(self.path)[:-3]}:{self.function}"
+
+
+def model_file(name: str) -> Optional[ModelFile]:
+    """``name`` as a ModelFile, or None where it names no file's function (a named model)."""
     path, _, function = name.rpartition(":")
-    return path.endswith(".py") and bool(function)
+    return ModelFile(path, function) if path.endswith(".py") and function else None
 
 
 def example_inputs(example) -> tuple:
@@ -27,11 +41,12 @@ def example_inputs(example) -> tuple:
     return tuple(example) if isinstance(example, (tuple, list)) else (example,)
 
 
-def load_model_file(name: str) -> Tuple[object, object, Callable]:
-    """(fp32 torch module in eval mode, its example input, FUNCTION) of ``FILE.py:FUNCTION``."""
+def load_model_file(model: ModelFile) -> Tuple[object, object, Callable]:
+    """(fp32 torch module in eval mode, its example input, FUNCTION) of ``model``."""
     import torch  # lazy: torch only where a model is built
 
-    path, _, function_name = name.rpartition(":")
+    path, function_name = model.path, model.function
+    name = f"{path}:{function_name}"
     if not os.path.isfile(path):
         raise UserError(f"--model {name}: no file '{path}'")
     loader = importlib.util.spec_from_file_location(f"ms_pruner_user_model_{abs(hash(path))}", path)
@@ -54,9 +69,3 @@ def load_model_file(name: str) -> Tuple[object, object, Callable]:
                         f"or a tuple of tensors)")
     example = built[1] if isinstance(built[1], torch.Tensor) else example_inputs(built[1])
     return built[0].float().eval(), example, function
-
-
-def model_file_name(name: str) -> str:
-    """``path/to/file.py:FUNCTION`` as a model's name: ``file:FUNCTION``."""
-    path, _, function_name = name.rpartition(":")
-    return f"{os.path.basename(path)[:-3]}:{function_name}"
