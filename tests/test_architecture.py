@@ -2,6 +2,7 @@
 
 import ast
 import os
+import re
 import subprocess
 import sys
 
@@ -185,6 +186,29 @@ def test_the_repository_stays_lean():
     sizes["docs/results/README.md"] = os.path.getsize(os.path.join(REPO_ROOT, "docs", "results", "README.md"))
     assert {p: size for p, size in sizes.items() if size > 15 * 1024} == {}
     assert os.path.getsize(os.path.join(REPO_ROOT, "README.md")) <= 10 * 1024
+
+
+def _gpu_session_steps() -> set:
+    """The step names scripts/gpu_session.sh's ``case`` runs (its labels, ``a|b)`` split)."""
+    with open(os.path.join(REPO_ROOT, "scripts", "gpu_session.sh"), encoding="utf-8") as handle:
+        labels = re.findall(r"^ {8}([a-z0-9|-]+)\)", handle.read(), re.MULTILINE)
+    return {step for label in labels for step in label.split("|")}
+
+
+def test_every_gpu_step_the_docs_and_the_header_name_is_one_the_script_runs():
+    """A step renamed in scripts/gpu_session.sh and not in its header or in the queue of
+    docs/results/README.md would cost a GPU call ('unknown step'), found only on the device."""
+    steps = _gpu_session_steps()
+    assert {"smoke", "mma-pruner", "mma-check", "models-pruner", "fleet", "moa"} <= steps, steps
+    with open(os.path.join(REPO_ROOT, "scripts", "gpu_session.sh"), encoding="utf-8") as handle:
+        header = set(re.findall(r"^#\s+(?:\S+=\S+ )*bash scripts/gpu_session\.sh ([a-z0-9-]+)", handle.read(), re.MULTILINE))
+    assert header - {"queue"} == steps, (header ^ steps)
+    with open(os.path.join(REPO_ROOT, "docs", "results", "README.md"), encoding="utf-8") as handle:
+        queue = handle.read().split("## GPU: still to do", 1)[1].split("\n## ", 1)[0]
+    named = {word for row in re.findall(r"^\| \d+ \| ([^|]+) \|", queue, re.MULTILINE)
+             for quoted in re.findall(r"`([^`]+)`", row) for word in quoted.split()
+             if re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", word)}
+    assert len(named) >= 10 and named - steps == set(), named - steps
 
 
 def test_every_import_of_the_package_names_a_module_that_exists():
