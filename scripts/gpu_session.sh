@@ -240,6 +240,11 @@ with LocalFleet(sys.argv[1], key="gpu") as fleet:
             fleet_tune() { ms tune "$MM" --target "$TARGET" --trials 64 --per-iter 64 --seed 0 --space "$SPACE" \
                 --work-dir "$KEEP/fleet/$1" --no-progress "${@:2}"; }
             fleet_tune rpc --rpc "127.0.0.1:$(cat "$KEEP/fleet_port"):gpu"
+            # The RPC run's 8 fastest kernels timed again through the server, and below by the local
+            # runner: the same kernels both ways.
+            [ -e "$KEEP/out_of_time" ] || timeout --foreground 150 python3 -m ms_pruner remeasure --db "$KEEP/fleet/rpc" \
+                --top 8 --repeat 3 --target "$TARGET" --rpc "127.0.0.1:$(cat "$KEEP/fleet_port"):gpu" --json \
+                | tail -1 > "$KEEP/fleet_remeasure_rpc.json"
             kill "$holder"; wait "$holder"
             BUDGET=$(( BUDGET - $(date +%s) + started ))
             if [ ! -e "$KEEP/out_of_time" ]; then
@@ -247,7 +252,7 @@ with LocalFleet(sys.argv[1], key="gpu") as fleet:
             fi
             for run in rpc local; do python3 -m ms_pruner show --work-dir "$KEEP/fleet/$run"; done | tee "$KEEP/fleet.txt"
             # The two rounds' candidates differ (the draft runs on several threads; tests/test_golden_round.py),
-            # so the RPC run's fastest kernels are timed again by the local runner: the same kernels both ways.
+            # so the RPC run's fastest kernels are timed again by the local runner (and above, through RPC).
             timeout --foreground 240 python3 -m ms_pruner remeasure --db "$KEEP/fleet/rpc" --top 8 --repeat 3 \
                 --target "$TARGET" --json > "$KEEP/fleet_remeasure.json" && cat "$KEEP/fleet_remeasure.json" ;;
         moa)

@@ -1,5 +1,6 @@
 """Measuring through TVM's RPC tracker: a real tracker and real servers on loopback, started here."""
 
+import json
 import os
 import threading
 import time
@@ -90,3 +91,26 @@ def test_a_cuda_target_is_refused_where_the_servers_have_no_cuda_device(tmp_path
         assert not (tmp_path / "wd").exists() and _measured_by(running, 0) == 0
     assert main(["tune", SPEC, "--target", "llvm", "--rpc", "localhost:nine:key"]) == 2
     assert "--rpc takes HOST:PORT:KEY" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_runs_best_kernels_are_checked_and_measured_again_on_the_servers(tmp_path, capsys):
+    """``check --rpc`` and ``remeasure --rpc``: the kernels built here, run on the key's server (its
+    log counts their loads), the outputs held against the exact result here."""
+    work_dir = str(tmp_path / "wd")
+    with fleet(tmp_path, 1) as running:
+        assert _tune(work_dir, str(running.tracker), trials=8) == 0
+        loaded = _measured_by(running, 0)
+        capsys.readouterr()
+        assert main(["check", "--work-dir", work_dir, "--workload", SPEC, "--target", "llvm", "--top", "2",
+                     "--rpc", str(running.tracker), "--json"]) == 0
+        checks = json.loads(capsys.readouterr().out)
+        assert [c["rank"] for c in checks] == [1, 2] and all(c["passed"] and c["error"] < 1e-5 for c in checks)
+        assert all(c["torch_error"] is None and c["failure"] is None for c in checks), checks
+        assert _measured_by(running, 0) == loaded + 2
+        assert main(["remeasure", "--db", work_dir, "--target", "llvm", "--top", "2", "--rpc", str(running.tracker),
+                     "--json"]) == 0
+        # the last line: the in-process tune above left MetaSchedule's logger printing RPCRunner's start
+        report = json.loads(capsys.readouterr().out.splitlines()[-1])
+        assert report["rpc"] == str(running.tracker) and _measured_by(running, 0) == loaded + 4
+        assert report["work_dirs"][work_dir]["summary"]["measured"] == 2

@@ -14,6 +14,7 @@ from ..hardware import resolve_target
 from ..search import parse_settings
 from ..tuning import tune_tir
 from ..tuning.compare import comparison_settings, finished_work_dirs, load_previous, run_comparison, write_outputs
+from ..tuning.fleet import Tracker, make_fleet_runner
 from ..tuning.instrument import continues_batch
 from ..tuning.remeasure import best_records, remeasure, summary
 from ..tuning.restore import restore_comparison
@@ -56,6 +57,7 @@ def add_tuning_commands(sub) -> None:
     again.add_argument("--repeat", type=int, default=1,
                        help="run the built kernels this many times in turn, each keeping its median")
     again.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    add_rpc(again)
     again.set_defaults(func=cmd_remeasure)
     show = sub.add_parser("show", help="print the best record of each workload in a work dir")
     show.add_argument("--work-dir", required=True)
@@ -183,14 +185,16 @@ def cmd_remeasure(args) -> int:
         work_dirs += finished_work_dirs(args.compare, args.strategy)
     if not work_dirs:
         raise UserError("remeasure needs --db WORK_DIR or --compare OUT_DIR")
-    choice = resolve_target(args.target, args.gpu, require_device=True)
-    report = {"target": str(choice.target), "work_dirs": {}}
+    choice = resolve_target(args.target, args.gpu, require_device=args.rpc is None)
+    runner = make_fleet_runner(Tracker.parse(args.rpc), choice.target) if args.rpc is not None else None
+    report = {"target": str(choice.target), "rpc": args.rpc, "work_dirs": {}}
+    where = f"on the servers of {args.rpc or 'TVM_TRACKER_*'}" if args.rpc is not None else "here"
     for work_dir in work_dirs:
         records = best_records(work_dir, choice.target, args.top)
-        again = remeasure(records, choice.target, builder=args.builder, repeats=args.repeat)
+        again = remeasure(records, choice.target, builder=args.builder, runner=runner, repeats=args.repeat)
         report["work_dirs"][work_dir] = {"records": [dataclasses.asdict(r) for r in again], "summary": summary(again)}
         if not args.json:
-            print(f"{work_dir}: its {len(again)} best records measured again here")
+            print(f"{work_dir}: its {len(again)} best records measured again {where}")
             for entry in again:
                 now = f"{entry.measured_s * 1e6:10.1f}" if entry.measured_s else f"{'failed':>10}"
                 print(f"  #{entry.rank} recorded {entry.recorded_s * 1e6:10.1f} us  now {now} us"

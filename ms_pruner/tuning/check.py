@@ -6,7 +6,9 @@ workload's random inputs and held against the exact result (numpy, float64). The
 largest absolute difference over the largest absolute reference value; where torch has the operator
 (cuBLAS, cuDNN on a GPU) its error on the same inputs is reported beside, as the bar for the dtype.
 With ``emulate`` the kernels run in the emulator instead (ms_pruner.emulator): a GPU run's records
-checked on a machine without one, for the target each record names.
+checked on a machine without one, for the target each record names. With a ``Tracker`` (``--rpc``)
+each kernel is built here as the tuning builder builds it and run on one of the tracker's servers
+for the key, in a session of its own; torch's error is then not reported (torch is not run there).
 
 Without a workload spec (a ``tune-model`` work dir, a PrimFunc tuned from Python) every workload of
 the database is checked, each against its own unscheduled function run on this machine's CPU
@@ -19,12 +21,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
+import uuid
 from typing import List, Optional
 
 import numpy as np
 import tvm
+from tvm.s_tir.meta_schedule.runner import rpc_runner
 
-from ..builder import lower_candidate
+from ..builder import build_candidate, export_candidate, lower_candidate
 from ..builder.runner import breaks_cuda_context
 from ..emulator import EmulatedChecker, PrimFuncWorkload
 from ..database.records import fastest_records, mean_latency, open_database, records_for, replay_record
@@ -34,6 +39,7 @@ from ..hardware import resolve_target
 from ..space.families import tensor_instruction
 from ..workloads import parse_workload, relative_error
 from .driver import normalized_mod
+from .fleet import Tracker
 from .reference import torch_operation
 
 
@@ -69,9 +75,29 @@ class OutputCheck:
 class DeviceSession:
     """This process's device across one ``check`` call's kernels. A kernel that faults on a GPU
     leaves the process's CUDA context unusable (builder/runner.py), so the kernels after it are
-    skipped, each saying which one broke the context, rather than reported as failing."""
+    skipped, each saying which one broke the context, rather than reported as failing. With a
+    ``tracker`` the kernels run on its servers instead, each in a session (a process) of its own, so
+    a fault there costs that kernel alone."""
 
+    tracker: Optional[Tracker] = None
     broken_by: Optional[str] = None
+
+    def output(self, record, workload, inputs, target) -> np.ndarray:
+        """``record``'s kernel run on ``inputs`` on this machine's device or a server's: its output."""
+        if self.tracker is None:
+            device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
+            return _run_kernel(lower_candidate(replay_record(record).mod, record.target), device, workload, inputs)
+        artifact = export_candidate(build_candidate(replay_record(record).mod, record.target, None))
+        remote_path = f"ms_pruner_check_{uuid.uuid4().hex}.tar"
+        session = None
+        try:
+            session = rpc_runner.default_create_session(self.tracker.rpc_config())
+            kernel = rpc_runner.default_upload_module(session, artifact, remote_path)
+            device = session.device("cpu" if target.kind.name == "llvm" else target.kind.name, 0)
+            return _run_kernel(kernel, device, workload, inputs)
+        finally:
+            rpc_runner.default_cleanup(session, remote_path)
+            shutil.rmtree(os.path.dirname(artifact), ignore_errors=True)
 
 
 def check_fastest(work_dir: str, spec: str, target, top: int = 1, emulate: bool = False,
@@ -133,7 +159,7 @@ def _check_records(work_dir, label, workload, records, target, emulate, session)
     if not emulate:
         inputs = workload.random_inputs(seed=1)
         exact = workload.reference(inputs)
-        torch_error = _torch_error(workload, inputs, exact, target)
+        torch_error = _torch_error(workload, inputs, exact, target) if session.tracker is None else None
     checks = []
     for rank, record in enumerate(records, start=1):
         check = OutputCheck(work_dir=work_dir, workload=label, best_latency_s=mean_latency(record), error=float("nan"),
@@ -144,7 +170,7 @@ def _check_records(work_dir, label, workload, records, target, emulate, session)
             check.emulated = emulated.as_json()
             check.error = emulated.error if emulated.error is not None else float("nan")
         else:
-            _run_on_device(check, session, lambda: relative_error(_device_output(record, workload, inputs, target),
+            _run_on_device(check, session, lambda: relative_error(session.output(record, workload, inputs, target),
                                                                   exact))
         checks.append(check)
     return checks
@@ -162,15 +188,13 @@ def _run_on_device(check: OutputCheck, session: DeviceSession, error_of) -> None
     except RuntimeError as err:  # TVM's FFI raises a failed build or launch as RuntimeError
         lines = str(err).strip().splitlines() or [type(err).__name__]
         check.failure = lines[-1][:200]
-        if breaks_cuda_context(str(err)):
+        if breaks_cuda_context(str(err)) and session.tracker is None:
             session.broken_by = f"{check.workload} #{check.rank}"
 
 
-def _device_output(record, workload, inputs, target) -> np.ndarray:
-    device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
-    executable = lower_candidate(replay_record(record).mod, record.target)
+def _run_kernel(kernel, device, workload, inputs) -> np.ndarray:
     out = tvm.runtime.tensor(np.zeros(workload.output_shape(), dtype=workload.out_dtype), device)
-    executable(*[tvm.runtime.tensor(x, device) for x in inputs], out)
+    kernel(*[tvm.runtime.tensor(x, device) for x in inputs], out)
     return out.numpy()
 
 
@@ -204,8 +228,13 @@ def cmd_check(args) -> int:
         raise UserError("check needs --work-dir DIR [--workload SPEC], or --compare OUT_DIR")
     if args.compare and args.workload:
         raise UserError("--workload goes with --work-dir; --compare reads each run's workload from compare.json")
-    target = None if args.emulate else resolve_target(args.target, args.gpu, require_device=True).target
-    session = DeviceSession()
+    if args.emulate and args.rpc is not None:
+        raise UserError("--emulate runs the kernels on this CPU; --rpc runs them on a tracker's servers: choose one")
+    tracker = Tracker.parse(args.rpc) if args.rpc is not None else None
+    target = None if args.emulate else resolve_target(args.target, args.gpu, require_device=tracker is None).target
+    if tracker is not None:
+        tracker.check_device(target)
+    session = DeviceSession(tracker)
     if args.work_dir and not args.workload:
         checks = check_database(args.work_dir, target, args.top, args.emulate, session)
     else:
@@ -247,5 +276,8 @@ def add_check_command(sub) -> None:
                         help="run the kernels in the CPU emulator, for each record's own target (no GPU needed)")
     parser.add_argument("--target", default="auto")
     parser.add_argument("--gpu", default=None)
+    parser.add_argument("--rpc", nargs="?", const="", default=None, metavar="HOST:PORT:KEY",
+                        help="run the kernels on the servers a TVM RPC tracker holds for KEY (built here, each in "
+                             "a session of its own; no torch error beside); without a value, from TVM_TRACKER_*")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(func=cmd_check)
