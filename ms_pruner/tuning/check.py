@@ -57,7 +57,7 @@ class OutputCheck:
     instruction: Optional[str] = None  # m16n8k8, m16n8k16 or wmma; None off tensor cores
     emulated: Optional[dict] = None  # the emulator's EmulatedCheck where it ran the kernel instead
     skipped: Optional[str] = None  # why a workload could not be checked (PrimFuncWorkload's refusal)
-    failure: Optional[str] = None  # the device's error where the kernel failed to build or run here
+    failure: Optional[str] = None  # the error where the kernel failed to build here or to run
 
     @property
     def passed(self) -> bool:
