@@ -10,6 +10,12 @@ class UserError(Exception):
     """Bad input or an unusable environment, reported to the user as one line (no traceback)."""
 
 
+def last_line(error, fallback: str = "error") -> str:
+    """An error's last non-empty line: where TVM's FFI puts the message, under its traceback."""
+    lines = [line for line in str(error).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else fallback
+
+
 def require_positive(option: str, value) -> None:
     """A count or limit the user gave (``--trials``, ``--per-iter``, ...) that must be above zero."""
     if value <= 0:

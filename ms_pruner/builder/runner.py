@@ -19,6 +19,8 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.support.popen_pool import PopenPoolExecutor
 
+from ..errors import last_line
+
 # cudaGetErrorString's texts and cuGetErrorName's names of the errors CUDA calls sticky.
 CONTEXT_BREAKING_ERRORS = (
     "illegal memory access", "CUDA_ERROR_ILLEGAL_ADDRESS", "misaligned address", "CUDA_ERROR_MISALIGNED_ADDRESS",
@@ -57,7 +59,7 @@ class RecoveringLocalRunner(ms.runner.LocalRunner._cls):  # pylint: disable=prot
         """A new worker process (a new CUDA context) for the candidates after this one."""
         logging.getLogger("ms_pruner").warning(
             "a candidate broke the runner's CUDA context (%s); the runner starts a new worker for the next",
-            error.strip().splitlines()[-1][:160])
+            last_line(error)[:160])
         self.pool.shutdown(wait=True)
         self.pool = PopenPoolExecutor(max_workers=1, timeout=self.timeout_sec, stderr=subprocess.DEVNULL)
         self.restarts += 1

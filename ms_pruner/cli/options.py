@@ -7,6 +7,7 @@ import sys
 
 from ..errors import MAX_SEED
 from ..space import SPACES
+from ..tuning.fleet import add_rpc_option
 
 DEFAULT_GPU_WORKLOAD = "matmul:4096x4096x4096:float16:float32"
 DEFAULT_CPU_WORKLOAD = "matmul:128x128x128:float32:float32"
@@ -33,9 +34,7 @@ def add_search_options(parser) -> None:
 
 
 def add_rpc(parser) -> None:
-    parser.add_argument("--rpc", nargs="?", const="", default=None, metavar="HOST:PORT:KEY",
-                        help="measure on the servers a TVM RPC tracker holds for KEY (candidates are built "
-                             "here); without a value, from TVM_TRACKER_HOST/PORT/KEY (docs/distributed.md)")
+    add_rpc_option(parser, "measure on the servers a TVM RPC tracker holds for KEY (candidates are built here)")
 
 
 def add_time_limit(parser) -> None:

@@ -14,7 +14,7 @@ from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 from tvm.s_tir.meta_schedule.runner import RunnerResult
 from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
 
-from ..errors import UserError
+from ..errors import UserError, last_line
 from ..files import make_folder
 from ..intrinsics import register_tensor_intrinsics
 from .lines import database_paths, describe_bad_lines, require_database_files
@@ -69,9 +69,7 @@ def _corrupt(path: str, err: Exception) -> UserError:
     if where is not None:
         return UserError(f"corrupt MetaSchedule database in '{path}': {where}; "
                          f"'ms-pruner db repair {path}' sets bad lines aside and keeps the rest")
-    message = str(err).strip()
-    return UserError(f"corrupt MetaSchedule database in '{path}': "
-                     f"{message.splitlines()[-1] if message else type(err).__name__}")
+    return UserError(f"corrupt MetaSchedule database in '{path}': {last_line(err, type(err).__name__)}")
 
 
 def records_in_file_order(path: str) -> List:

@@ -34,12 +34,12 @@ from ..builder.runner import breaks_cuda_context
 from ..emulator import EmulatedChecker, PrimFuncWorkload
 from ..database.records import fastest_records, mean_latency, open_database, records_for, replay_record
 from ..database.tools import records_by_workload_and_target, target_name, workload_name
-from ..errors import UserError, require_positive
+from ..errors import UserError, last_line, require_positive
 from ..hardware import resolve_target
 from ..space.families import tensor_instruction
 from ..workloads import parse_workload, relative_error
 from .driver import normalized_mod
-from .fleet import Tracker
+from .fleet import Tracker, add_rpc_option
 from .reference import torch_operation
 
 
@@ -186,8 +186,7 @@ def _run_on_device(check: OutputCheck, session: DeviceSession, error_of) -> None
     try:
         check.error = error_of()
     except RuntimeError as err:  # TVM's FFI raises a failed build or launch as RuntimeError
-        lines = str(err).strip().splitlines() or [type(err).__name__]
-        check.failure = lines[-1][:200]
+        check.failure = last_line(err, type(err).__name__)[:200]
         if breaks_cuda_context(str(err)) and session.tracker is None:
             session.broken_by = f"{check.workload} #{check.rank}"
 
@@ -276,8 +275,7 @@ def add_check_command(sub) -> None:
                         help="run the kernels in the CPU emulator, for each record's own target (no GPU needed)")
     parser.add_argument("--target", default="auto")
     parser.add_argument("--gpu", default=None)
-    parser.add_argument("--rpc", nargs="?", const="", default=None, metavar="HOST:PORT:KEY",
-                        help="run the kernels on the servers a TVM RPC tracker holds for KEY (built here, each in "
-                             "a session of its own; no torch error beside); without a value, from TVM_TRACKER_*")
+    add_rpc_option(parser, "run the kernels on the servers a TVM RPC tracker holds for KEY (built here, each "
+                           "in a session of its own; no torch error beside)")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(func=cmd_check)

@@ -36,6 +36,13 @@ WAIT_S = 0.05  # how often a batch's futures are looked at
 ENVIRONMENT = ("TVM_TRACKER_HOST", "TVM_TRACKER_PORT", "TVM_TRACKER_KEY")
 
 
+def add_rpc_option(parser, what: str) -> None:
+    """``--rpc [HOST:PORT:KEY]`` on a command's parser (``Tracker.parse`` reads it); ``what`` says
+    what the command does on the servers."""
+    parser.add_argument("--rpc", nargs="?", const="", default=None, metavar="HOST:PORT:KEY",
+                        help=f"{what}; without a value, from TVM_TRACKER_HOST/PORT/KEY (docs/distributed.md)")
+
+
 class NoServerLeft(KeyboardInterrupt):
     """Tuning stopped: the tracker holds no server for the key (a KeyboardInterrupt, so tuning
     stops as on Ctrl-C: at a safe point, every measured record kept)."""

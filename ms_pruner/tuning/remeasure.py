@@ -15,7 +15,7 @@ from tvm.s_tir import meta_schedule as ms
 
 from ..builder import close_builder, make_builder, make_runner
 from ..database.records import fastest_records, mean_latency, measure_candidate, open_database, records_for, replay_record
-from ..errors import UserError, require_positive
+from ..errors import UserError, last_line, require_positive
 
 
 @dataclasses.dataclass
@@ -63,11 +63,11 @@ def remeasure(records, target, builder="pruner", runner=None, repeats: int = 1) 
     remeasured = []
     for rank, (record, result) in enumerate(zip(records, built)):
         if result.error_msg:
-            remeasured.append(Remeasured(rank, mean_latency(record), None, _first_line(result.error_msg)))
+            remeasured.append(Remeasured(rank, mean_latency(record), None, last_line(result.error_msg)))
             continue
         results = next(ran)
         measured = [t for t in (_mean_seconds(r) for r in results) if t is not None]
-        error = next((_first_line(r.error_msg) for r in results if r.error_msg), "no time") if not measured else None
+        error = next((last_line(r.error_msg) for r in results if r.error_msg), "no time") if not measured else None
         remeasured.append(Remeasured(rank, mean_latency(record), statistics.median(measured) if measured else None,
                                      error))
     return remeasured
@@ -85,7 +85,3 @@ def summary(remeasured: List[Remeasured]) -> dict:
             "median_ratio": statistics.median(ratios) if ratios else None,
             "min_ratio": min(ratios, default=None), "max_ratio": max(ratios, default=None)}
 
-
-def _first_line(message: str) -> str:
-    lines = [line for line in str(message).strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "error"
