@@ -50,13 +50,13 @@ def test_tune_then_rerun_keeps_records(tmp_path, capsys):
     capsys.readouterr()
     assert main(["tune", SPEC, "--target", "llvm", "--trials", "24", "--work-dir", work_dir, "--no-progress",
                  "--json"]) == 0
-    resumed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    resumed = json.loads(capsys.readouterr().out)
     assert [(r["total_trials"], r["session"]) for r in resumed["rounds"]] == [(16, 0), (20, 1), (24, 2)]
     assert len({r["workload"] for r in resumed["rounds"]}) == 1
 
     # The best records, built and run again here, measure about what they were recorded at.
     assert main(["remeasure", "--db", work_dir, "--target", "llvm", "--top", "2", "--repeat", "3", "--json"]) == 0
-    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["work_dirs"][work_dir]
+    again = json.loads(capsys.readouterr().out)["work_dirs"][work_dir]
     recorded = [r["recorded_s"] for r in again["records"]]
     assert recorded == sorted(recorded)
     assert recorded[0] == min(mean_latency(r) for r in open_database(work_dir).get_all_tuning_records())
@@ -69,7 +69,7 @@ def test_tune_then_rerun_keeps_records(tmp_path, capsys):
         "runs": {"stock": {"work_dir": work_dir}, "pruner": {"work_dir": str(tmp_path / "pruner")}},
         "superseded": {"stock": [{"work_dir": str(tmp_path / "old-stock")}]}}}}))
     assert main(["remeasure", "--compare", str(compared), "--target", "llvm", "--top", "1", "--json"]) == 0
-    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["work_dirs"]
+    again = json.loads(capsys.readouterr().out)["work_dirs"]
     assert list(again) == [work_dir] and again[work_dir]["summary"]["measured"] == 1
     assert main(["remeasure", "--compare", str(compared), "--strategy", "moa", "--target", "llvm"]) == 2
     assert "no finished moa run" in capsys.readouterr().err
@@ -346,7 +346,7 @@ def test_a_gpu_tunes_each_rule_family_and_its_best_kernel_computes_the_product(t
     work_dir = str(tmp_path / space)
     assert main(["tune", spec, "--target", "cuda", "--trials", "16", "--per-iter", "16", "--space", space,
                  "--work-dir", work_dir, "--no-progress", "--json"]) == 0
-    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    result = json.loads(capsys.readouterr().out)
     assert result["best_latency_s"] and result["space"] == space
     assert result["best_instruction"] in ({"wmma"} if space == "wmma" else {"m16n8k8", "m16n8k16"})
     assert main(["check", "--work-dir", work_dir, "--workload", spec, "--target", "cuda"]) == 0

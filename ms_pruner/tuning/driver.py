@@ -7,6 +7,7 @@ import dataclasses
 import importlib
 import logging
 import os
+import sys
 import time
 from typing import List, Mapping, Optional, Sequence
 
@@ -139,19 +140,23 @@ def import_model_dependencies(model) -> None:
 
 @contextlib.contextmanager
 def metaschedule_logging_guard():
-    """Detach foreign handlers from MetaSchedule's logger while ``ms.tune_tir`` configures it.
+    """Detach foreign handlers from MetaSchedule's logger while ``ms.tune_tir`` configures it, and
+    point its console at stderr.
 
     ``ms.tune_tir`` rebuilds its logging config from the names of the handlers already on the
     ``tvm.s_tir.meta_schedule`` logger, which only works for handlers its own config created; an
     unnamed or foreign one (pytest's capture handler, a user's handler) crashes it. They are put
-    back afterwards.
+    back afterwards. Its console handler writes to whatever ``sys.stdout`` is when it is configured,
+    and stays on the logger after the call (a later RPCRunner logs through it): made while stdout is
+    stderr, it leaves stdout to the results (``tune --json`` prints one JSON object and nothing else).
     """
     logger = logging.getLogger("tvm.s_tir.meta_schedule")
     foreign = [h for h in logger.handlers if not (h.get_name() or "").startswith("tvm.s_tir.meta_schedule")]
     for handler in foreign:
         logger.removeHandler(handler)
     try:
-        yield
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
     finally:
         for handler in foreign:
             logger.addHandler(handler)
