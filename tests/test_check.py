@@ -5,6 +5,7 @@ import json
 import numpy as np
 import tvm
 from tvm.script import tirx as T
+from tvm.support.tar import tar
 
 import pytest
 
@@ -14,8 +15,9 @@ SPEC = "matmul:64x64x64:float32:float32"
 FLOAT32 = "float32"
 
 
-def _asserting_copy(message: str):
-    """A copy whose first element must be negative, failing as a kernel reports ``message``."""
+def _asserting_copy(message: str, directory) -> str:
+    """A copy whose first element must be negative, failing as a kernel reports ``message``: its
+    exported artifact."""
 
     @T.prim_func(s_tir=True)
     def func(a: T.Buffer((4,), FLOAT32), b: T.Buffer((4,), FLOAT32)):
@@ -25,7 +27,9 @@ def _asserting_copy(message: str):
                 vi = T.axis.spatial(4, i)
                 b[vi] = a[vi]
 
-    return tvm.compile(tvm.IRModule({"main": func}), target="llvm")
+    path = str(directory / f"copy{abs(hash(message))}.tar")
+    tvm.compile(tvm.IRModule({"main": func}), target="llvm").export_library(path, fcompile=tar)
+    return path
 
 
 @pytest.mark.slow
@@ -139,29 +143,31 @@ def test_a_work_dir_without_a_spec_has_each_workload_held_against_its_own_functi
     assert "ok   take(16x8" in out
 
 
-def test_a_kernel_that_fails_here_is_a_failed_check_and_one_that_breaks_the_context_stops_the_rest():
+
+
+def test_a_kernel_that_fails_here_is_one_failed_check_and_one_that_breaks_the_context_gets_a_new_worker(tmp_path):
     """A kernel that fails to run is one FAIL line with the device's error, and the next kernel is
     still run; after one that breaks the CUDA context (a GPU's illegal address, raised here by a
-    CPU kernel's assert with CUDA's text), the kernels after it are skipped, naming it."""
+    CPU kernel's assert with CUDA's text) the next kernel runs in a new worker process."""
     from ms_pruner.tuning.check import DeviceSession, OutputCheck, _report_line, _run_on_device
 
-    session, positive = DeviceSession(), np.ones(4, dtype="float32")
-
-    def run(kernel, data=positive):
-        out = tvm.runtime.tensor(np.zeros(4, dtype="float32"))
-        kernel(tvm.runtime.tensor(data), out)
-        return float(np.abs(out.numpy() - data).max())
-
+    positive = np.ones(4, dtype="float32")
+    runs = [("the output index is out of range", positive), ("unused", -positive),
+            ("CUDA: an illegal memory access was encountered", positive), ("unused", -positive)]
     checks = [OutputCheck("wd", f"copy{k}", 1e-6, float("nan"), 1e-3, None, rank=k) for k in range(1, 5)]
-    _run_on_device(checks[0], session, lambda: run(_asserting_copy("the output index is out of range")))
-    _run_on_device(checks[1], session, lambda: run(_asserting_copy("unused"), -positive))
-    _run_on_device(checks[2], session, lambda: run(_asserting_copy("CUDA: an illegal memory access was encountered")))
-    _run_on_device(checks[3], session, lambda: run(_asserting_copy("unused"), -positive))
+    restarts = []
+    with DeviceSession() as session:
+        for check, (message, data) in zip(checks, runs):
+            artifact = _asserting_copy(message, tmp_path)
+            _run_on_device(check, lambda: float(np.abs(session.worker.output(
+                artifact, "cpu", [data], np.zeros(4, dtype="float32")) - data).max()))
+            restarts.append(session.worker.restarts)
+    assert restarts == [0, 0, 1, 1] and session.worker.pool is None
     first, second, faulting, after = checks
     assert first.failure.endswith("the output index is out of range") and not first.passed
     assert second.failure is None and second.error == 0.0 and second.passed
-    assert "illegal memory access" in faulting.failure and session.broken_by == "copy3 #3"
-    assert after.skipped.startswith("not run: copy3 #3 broke this process's CUDA context") and not after.passed
+    assert "illegal memory access" in faulting.failure and not faulting.passed
+    assert after.failure is None and after.error == 0.0 and after.passed
     lines = [_report_line(c) for c in checks]
     assert lines[0].startswith("FAIL copy1") and lines[0].endswith("the output index is out of range"), lines
-    assert lines[1].startswith("ok   copy2") and lines[3].startswith("skip copy4"), lines
+    assert lines[1].startswith("ok   copy2") and lines[2].startswith("FAIL copy3") and lines[3].startswith("ok   copy4")

@@ -7,14 +7,17 @@ one worker process, so one faulting candidate would turn every later measurement
 every task, into a run error. This runner times the candidates one at a time and, after a
 candidate whose error is one of those, starts a new worker: the faulting candidate stays a run
 error, the others are measured. (A timed-out candidate's worker is killed by MetaSchedule's pool.)
+``KernelWorker`` does the same for kernels run once for their output (``ms-pruner check``).
 """
 
 from __future__ import annotations
 
 import logging
 import subprocess
-from typing import Optional
+from typing import List, Optional
 
+import numpy as np
+import tvm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.support.popen_pool import PopenPoolExecutor
@@ -63,3 +66,46 @@ class RecoveringLocalRunner(ms.runner.LocalRunner._cls):  # pylint: disable=prot
         self.pool.shutdown(wait=True)
         self.pool = PopenPoolExecutor(max_workers=1, timeout=self.timeout_sec, stderr=subprocess.DEVNULL)
         self.restarts += 1
+
+
+def kernel_output(artifact: str, device_type: str, inputs: List[np.ndarray], output: np.ndarray) -> np.ndarray:
+    """``artifact`` (an exported kernel) loaded here and run once on ``inputs``: what it wrote over
+    ``output``. Runs in a ``KernelWorker``'s process."""
+    device = tvm.device(device_type, 0)
+    arrays = [tvm.runtime.tensor(x, device) for x in [*inputs, output]]
+    tvm.runtime.load_module(artifact)(*arrays)
+    return arrays[-1].numpy()
+
+
+class KernelWorker:
+    """Runs built kernels once each, for their output, in a worker process: after a kernel that
+    breaks the worker's CUDA context, kills it or runs past ``timeout_sec``, the next kernel gets a
+    new worker, so such a kernel is one failure (a RuntimeError with the reason) and the rest still
+    run. ``restarts`` counts the workers replaced."""
+
+    def __init__(self, timeout_sec: float = 120.0):
+        self.timeout_sec = timeout_sec
+        self.pool: Optional[PopenPoolExecutor] = None
+        self.restarts = 0
+
+    def output(self, artifact: str, device_type: str, inputs: List[np.ndarray], output: np.ndarray) -> np.ndarray:
+        if self.pool is None:
+            self.pool = PopenPoolExecutor(max_workers=1, timeout=self.timeout_sec, stderr=subprocess.DEVNULL)
+        try:
+            return self.pool.submit(kernel_output, artifact, device_type, inputs, output).result()
+        except TimeoutError:
+            self.restarts += 1  # the pool has killed the worker; the next kernel starts another
+            raise RuntimeError(f"the kernel ran past {self.timeout_sec:g} s; its worker was stopped") from None
+        except ChildProcessError:
+            self.restarts += 1
+            raise RuntimeError("the kernel's worker process died running it") from None
+        except RuntimeError as err:
+            if breaks_cuda_context(str(err)):
+                self.close()
+                self.restarts += 1
+            raise
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+            self.pool = None

@@ -1,14 +1,15 @@
 """``ms-pruner check``: does a run's best kernel (or its N fastest) compute what its workload asks?
 
 A tuner's latency says nothing about the output, and TVM's mma rule computed wrong results before
-TVM PR #18528; every reported kernel is therefore run once more, on this machine's device, on the
-workload's random inputs and held against the exact result (numpy, float64). The error is the
+TVM PR #18528; every reported kernel is therefore built here as the tuning builder builds it and run
+once more, on the workload's random inputs, and held against the exact result (numpy, float64). It
+runs on this machine's device in a worker process: a kernel that breaks the CUDA context, crashes
+the worker or hangs is one failure, and the next one runs in a new worker. The error is the
 largest absolute difference over the largest absolute reference value; where torch has the operator
 (cuBLAS, cuDNN on a GPU) its error on the same inputs is reported beside, as the bar for the dtype.
 With ``emulate`` the kernels run in the emulator instead (ms_pruner.emulator): a GPU run's records
 checked on a machine without one, for the target each record names. With a ``Tracker`` (``--rpc``)
-each kernel is built here as the tuning builder builds it and run on one of the tracker's servers
-for the key, in a session of its own; torch's error is then not reported (torch is not run there).
+each kernel runs on one of the tracker's servers for the key, in a session of its own; torch's error is then not reported (torch is not run there).
 
 Without a workload spec (a ``tune-model`` work dir, a PrimFunc tuned from Python) every workload of
 the database is checked, each against its own unscheduled function run on this machine's CPU
@@ -18,6 +19,7 @@ inputs (token ids, a gather's index) are drawn inside the axes they index.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -29,8 +31,8 @@ import numpy as np
 import tvm
 from tvm.s_tir.meta_schedule.runner import rpc_runner
 
-from ..builder import build_candidate, export_candidate, lower_candidate
-from ..builder.runner import breaks_cuda_context
+from ..builder import build_candidate, export_candidate
+from ..builder.runner import KernelWorker
 from ..emulator import EmulatedChecker, PrimFuncWorkload
 from ..database.records import fastest_records, mean_latency, open_database, records_for, replay_record
 from ..database.tools import records_by_workload_and_target, target_name, workload_name
@@ -73,31 +75,46 @@ class OutputCheck:
 
 @dataclasses.dataclass
 class DeviceSession:
-    """This process's device across one ``check`` call's kernels. A kernel that faults on a GPU
-    leaves the process's CUDA context unusable (builder/runner.py), so the kernels after it are
-    skipped, each saying which one broke the context, rather than reported as failing. With a
-    ``tracker`` the kernels run on its servers instead, each in a session (a process) of its own, so
-    a fault there costs that kernel alone."""
+    """Where one ``check`` call's kernels run: each is built here as the tuning builder builds it,
+    then run in a worker process on this machine (``KernelWorker``: a kernel that breaks the CUDA
+    context, crashes or hangs is one failure, the next runs in a new worker) or, with a
+    ``tracker``, on one of its servers in a session (a process) of its own."""
 
     tracker: Optional[Tracker] = None
-    broken_by: Optional[str] = None
+    worker: KernelWorker = dataclasses.field(default_factory=KernelWorker)
 
     def output(self, record, workload, inputs, target) -> np.ndarray:
         """``record``'s kernel run on ``inputs`` on this machine's device or a server's: its output."""
-        if self.tracker is None:
-            device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
-            return _run_kernel(lower_candidate(replay_record(record).mod, record.target), device, workload, inputs)
         artifact = export_candidate(build_candidate(replay_record(record).mod, record.target, None))
+        output = np.zeros(workload.output_shape(), dtype=workload.out_dtype)
+        device_type = "cpu" if target.kind.name == "llvm" else target.kind.name
+        try:
+            if self.tracker is None:
+                return self.worker.output(artifact, device_type, inputs, output)
+            return self._remote_output(artifact, device_type, inputs, output)
+        finally:
+            shutil.rmtree(os.path.dirname(artifact), ignore_errors=True)
+
+    def _remote_output(self, artifact: str, device_type: str, inputs, output) -> np.ndarray:
         remote_path = f"ms_pruner_check_{uuid.uuid4().hex}.tar"
         session = None
         try:
             session = rpc_runner.default_create_session(self.tracker.rpc_config())
-            kernel = rpc_runner.default_upload_module(session, artifact, remote_path)
-            device = session.device("cpu" if target.kind.name == "llvm" else target.kind.name, 0)
-            return _run_kernel(kernel, device, workload, inputs)
+            device = session.device(device_type, 0)
+            arrays = [tvm.runtime.tensor(x, device) for x in [*inputs, output]]
+            rpc_runner.default_upload_module(session, artifact, remote_path)(*arrays)
+            return arrays[-1].numpy()
         finally:
             rpc_runner.default_cleanup(session, remote_path)
-            shutil.rmtree(os.path.dirname(artifact), ignore_errors=True)
+
+    def close(self) -> None:
+        self.worker.close()
+
+    def __enter__(self) -> "DeviceSession":
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.close()
 
 
 def check_fastest(work_dir: str, spec: str, target, top: int = 1, emulate: bool = False,
@@ -111,7 +128,8 @@ def check_fastest(work_dir: str, spec: str, target, top: int = 1, emulate: bool 
     records = fastest_records(records_for(open_database(work_dir), mod), top)
     if not records:
         raise UserError(f"'{work_dir}' holds no valid record of {spec}")
-    return _check_records(work_dir, spec, workload, records, target, emulate, session or DeviceSession())
+    with _given_or_new(session) as session:
+        return _check_records(work_dir, spec, workload, records, target, emulate, session)
 
 
 def check_database(work_dir: str, target, top: int = 1, emulate: bool = False,
@@ -119,32 +137,38 @@ def check_database(work_dir: str, target, top: int = 1, emulate: bool = False,
     """Every workload of ``work_dir`` (per target), its ``top`` fastest records each held against
     the workload's unscheduled function; a workload PrimFuncWorkload refuses is one skipped check."""
     require_positive("--top", top)
-    session = session or DeviceSession()
-    checks = []
-    for group in records_by_workload_and_target(work_dir):
-        records = fastest_records(group, top)
-        label = f"{workload_name(group[0].workload.mod)} on {target_name(group[0].target)}"
-        if not records:
-            checks.append(_skipped(work_dir, label, "no valid record"))
-            continue
-        measured_on = group[0].target.kind.name
-        if emulate and measured_on != "cuda":
-            checks.append(_skipped(work_dir, label, f"measured on {measured_on}; the emulator runs CUDA kernels "
-                                                    "(check it here without --emulate)"))
-            continue
-        if not emulate and measured_on != target.kind.name:
-            checks.append(_skipped(work_dir, label, f"measured on {measured_on}, not this "
-                                                    f"{target.kind.name} device (--emulate checks CUDA records)"))
-            continue
-        try:
-            workload = PrimFuncWorkload(next(iter(group[0].workload.mod.functions.values())), label)
-        except UserError as err:
-            checks.append(_skipped(work_dir, label, str(err)))
-            continue
-        checks.extend(_check_records(work_dir, label, workload, records, target, emulate, session))
+    with _given_or_new(session) as session:
+        checks = [check for group in records_by_workload_and_target(work_dir)
+                  for check in _check_group(work_dir, group, target, top, emulate, session)]
     if not checks:
         raise UserError(f"'{work_dir}' holds no record")
     return checks
+
+
+def _given_or_new(session: Optional[DeviceSession]):
+    """``session`` as it is, or a new one whose worker stops at the end of the ``with``."""
+    return contextlib.nullcontext(session) if session is not None else DeviceSession()
+
+
+def _check_group(work_dir: str, group, target, top: int, emulate: bool, session) -> List[OutputCheck]:
+    """One workload's records on one target (fastest first), checked against its unscheduled
+    function; one skipped check where that cannot be done here."""
+    records = fastest_records(group, top)
+    label = f"{workload_name(group[0].workload.mod)} on {target_name(group[0].target)}"
+    if not records:
+        return [_skipped(work_dir, label, "no valid record")]
+    measured_on = group[0].target.kind.name
+    if emulate and measured_on != "cuda":
+        return [_skipped(work_dir, label, f"measured on {measured_on}; the emulator runs CUDA kernels "
+                                          "(check it here without --emulate)")]
+    if not emulate and measured_on != target.kind.name:
+        return [_skipped(work_dir, label, f"measured on {measured_on}, not this "
+                                          f"{target.kind.name} device (--emulate checks CUDA records)")]
+    try:
+        workload = PrimFuncWorkload(next(iter(group[0].workload.mod.functions.values())), label)
+    except UserError as err:
+        return [_skipped(work_dir, label, str(err))]
+    return _check_records(work_dir, label, workload, records, target, emulate, session)
 
 
 def _skipped(work_dir: str, label: str, reason: str) -> OutputCheck:
@@ -170,31 +194,17 @@ def _check_records(work_dir, label, workload, records, target, emulate, session)
             check.emulated = emulated.as_json()
             check.error = emulated.error if emulated.error is not None else float("nan")
         else:
-            _run_on_device(check, session, lambda: relative_error(session.output(record, workload, inputs, target),
-                                                                  exact))
+            _run_on_device(check, lambda: relative_error(session.output(record, workload, inputs, target), exact))
         checks.append(check)
     return checks
 
 
-def _run_on_device(check: OutputCheck, session: DeviceSession, error_of) -> None:
-    """``check.error`` from ``error_of()``, or the device's one-line error as ``check.failure``;
-    nothing is run once an earlier kernel broke the session's CUDA context."""
-    if session.broken_by is not None:
-        check.skipped = (f"not run: {session.broken_by} broke this process's CUDA context "
-                         "(check this run again, or --top fewer)")
-        return
+def _run_on_device(check: OutputCheck, error_of) -> None:
+    """``check.error`` from ``error_of()``, or the device's one-line error as ``check.failure``."""
     try:
         check.error = error_of()
     except RuntimeError as err:  # TVM's FFI raises a failed build or launch as RuntimeError
         check.failure = last_line(err, type(err).__name__)[:200]
-        if breaks_cuda_context(str(err)) and session.tracker is None:
-            session.broken_by = f"{check.workload} #{check.rank}"
-
-
-def _run_kernel(kernel, device, workload, inputs) -> np.ndarray:
-    out = tvm.runtime.tensor(np.zeros(workload.output_shape(), dtype=workload.out_dtype), device)
-    kernel(*[tvm.runtime.tensor(x, device) for x in inputs], out)
-    return out.numpy()
 
 
 def compared_runs(out_dir: str) -> List[tuple]:
@@ -233,13 +243,13 @@ def cmd_check(args) -> int:
     target = None if args.emulate else resolve_target(args.target, args.gpu, require_device=tracker is None).target
     if tracker is not None:
         tracker.check_device(target)
-    session = DeviceSession(tracker)
-    if args.work_dir and not args.workload:
-        checks = check_database(args.work_dir, target, args.top, args.emulate, session)
-    else:
-        runs = compared_runs(args.compare) if args.compare else [(args.work_dir, args.workload)]
-        checks = [c for work_dir, spec in runs
-                  for c in check_fastest(work_dir, spec, target, args.top, args.emulate, session)]
+    with DeviceSession(tracker) as session:
+        if args.work_dir and not args.workload:
+            checks = check_database(args.work_dir, target, args.top, args.emulate, session)
+        else:
+            runs = compared_runs(args.compare) if args.compare else [(args.work_dir, args.workload)]
+            checks = [c for work_dir, spec in runs
+                      for c in check_fastest(work_dir, spec, target, args.top, args.emulate, session)]
     if args.json:
         print(json.dumps([c.as_json() for c in checks]))
     else:
