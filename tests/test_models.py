@@ -247,14 +247,14 @@ def _built_tensor_core_record(task, target, family="wmma"):
 
 
 def _compiled_kernels(executable, target) -> str:
-    """Every CUDA module of a VM executable compiled with nvcc; their source, joined."""
-    from ms_pruner.builder import compile_cuda_to_cubin
+    """Every CUDA module of a VM executable compiled with nvcc and packed as ``tune-model --rpc``
+    sends the model to a server (cubin, not source); their source, joined."""
+    from ms_pruner.builder import cuda_modules, device_module_formats, export_candidate, with_device_code
 
-    def cuda_modules(module):
-        return [m for child in module.imports for m in ([child] if child.kind == "cuda" else []) + cuda_modules(child)]
-
+    built = with_device_code(executable, target)
     sources = [m.inspect_source("") for m in cuda_modules(executable.mod)]
-    assert sources and all(compile_cuda_to_cubin(source, target) for source in sources)
+    assert sources and set(built.cuda_binaries) == set(sources)
+    assert device_module_formats(export_candidate(built)) == ["cubin"] * len(sources)
     return "\n".join(sources)
 
 

@@ -113,3 +113,27 @@ def test_a_runs_best_kernels_are_checked_and_measured_again_on_the_servers(tmp_p
         report = json.loads(capsys.readouterr().out)  # the in-process tune left MetaSchedule's console on stderr
         assert report["rpc"] == str(running.tracker) and _measured_by(running, 0) == loaded + 4
         assert report["work_dirs"][work_dir]["summary"]["measured"] == 2
+
+
+@pytest.mark.slow
+def test_a_model_and_a_comparison_are_measured_on_the_servers_and_the_model_runs_there(tmp_path, capsys):
+    """``tune-model --rpc``: every task's candidates, then the compiled model itself, run on the
+    server (its log counts the loads) and the outputs match torch; torch is not timed beside it.
+    ``compare --rpc``: both strategies measured there, and no vendor time from this machine."""
+    from ms_pruner.models.report import read_summaries
+
+    work_dir = str(tmp_path / "model")
+    with fleet(tmp_path, 1) as running:
+        assert main(["tune-model", "--model", "mlp-tiny", "--target", "llvm", "--trials", "8", "--per-iter", "4",
+                     "--work-dir", work_dir, "--no-progress", "--rpc", str(running.tracker)]) == 0
+        out = capsys.readouterr().out
+        assert "outputs match torch" in out and f"on a server of {running.tracker} | torch not timed" in out
+        assert _records(work_dir) == 8 and _measured_by(running, 0) == 8 + 1
+        (summary,) = read_summaries([work_dir])
+        assert summary["rpc"] == str(running.tracker) and summary["torch_eager_s"] is None
+        out_dir = tmp_path / "compare"
+        assert main(["compare", "--workload", SPEC, "--trials", "8", "--per-iter", "8", "--target", "llvm",
+                     "--out", str(out_dir), "--no-progress", "--rpc", str(running.tracker)]) == 0
+        entry = json.loads((out_dir / "compare.json").read_text())["workloads"][SPEC]
+        assert sorted(entry["runs"]) == ["pruner", "stock"] and entry.get("reference") is None
+        assert _measured_by(running, 0) == 9 + 16

@@ -30,8 +30,8 @@ from .runner import RecoveringLocalRunner, breaks_cuda_context
 from .runner_args import (alloc_argument, cached_alloc_argument, forget_cached_arguments, rpc_alloc_argument,
                           zero_integer_arguments)
 from .wait_counts import PRUNER_TIR_PIPELINE, register_pruner_pipeline
-from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, cuda_sources,
-                     export_candidate, lower_candidate, rewritten_schedule)
+from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, cuda_modules,
+                     cuda_sources, export_candidate, lower_candidate, rewritten_schedule, with_device_code)
 
 BUILDER_KINDS = ("pruner", "stock")
 
@@ -114,6 +114,7 @@ __all__ = [
     "fused_func",
     "parity_loops_unrolled",
     "cuda_compile_scope",
+    "cuda_modules",
     "cuda_runtime_loaded",
     "cuda_sources",
     "cuda_source_resources",
@@ -131,5 +132,6 @@ __all__ = [
     "rewritten_schedule",
     "rpc_alloc_argument",
     "start_builder_workers",
+    "with_device_code",
     "zero_integer_arguments",
 ]

@@ -125,7 +125,7 @@ def make_fpack_imports(binaries: Dict[str, bytes]):
     def fpack_imports(module, is_system_lib, symbol_prefix, workspace_dir):
         blob = bytes(_ffi_api.ModulePackImportsToTensor(module).numpy())
         blob = replace_cuda_sources(blob, binaries)
-        llvm_target = module.get_function("_get_target_string")()
+        llvm_target = _host_llvm_target(module)
         codegen_blob = tvm_ffi.get_global_func("codegen.codegen_blob")
         packed = codegen_blob(blob, is_system_lib, llvm_target, symbol_prefix)
         path = os.path.join(workspace_dir, f"{symbol_prefix}devc.o")
@@ -133,6 +133,19 @@ def make_fpack_imports(binaries: Dict[str, bytes]):
         return path
 
     return fpack_imports
+
+
+def _host_llvm_target(module) -> str:
+    """The LLVM target of the host code: the root module's for a TIR executable, the first LLVM
+    module's below the root of a Relax VM executable."""
+    if module.kind == "llvm":
+        return module.get_function("_get_target_string")()
+    for child in module.imports:
+        try:
+            return _host_llvm_target(child)
+        except ValueError:
+            continue
+    raise ValueError(f"no LLVM host module under the {module.kind} module")
 
 
 def device_module_formats(artifact_path: str) -> List[str]:

@@ -68,13 +68,17 @@ class RecoveringLocalRunner(ms.runner.LocalRunner._cls):  # pylint: disable=prot
         self.restarts += 1
 
 
-def kernel_output(artifact: str, device_type: str, inputs: List[np.ndarray], output: np.ndarray) -> np.ndarray:
-    """``artifact`` (an exported kernel) loaded here and run once on ``inputs``: what it wrote over
-    ``output``. Runs in a ``KernelWorker``'s process."""
-    device = tvm.device(device_type, 0)
+def output_of(kernel, device, inputs: List[np.ndarray], output: np.ndarray) -> np.ndarray:
+    """``kernel`` (a loaded module, here or on an RPC server's ``device``) run once on ``inputs``:
+    what it wrote over ``output``."""
     arrays = [tvm.runtime.tensor(x, device) for x in [*inputs, output]]
-    tvm.runtime.load_module(artifact)(*arrays)
+    kernel(*arrays)
     return arrays[-1].numpy()
+
+
+def kernel_output(artifact: str, device_type: str, inputs: List[np.ndarray], output: np.ndarray) -> np.ndarray:
+    """``output_of`` ``artifact`` (an exported kernel) loaded here: runs in a ``KernelWorker``'s process."""
+    return output_of(tvm.runtime.load_module(artifact), tvm.device(device_type, 0), inputs, output)
 
 
 class KernelWorker:

@@ -124,15 +124,27 @@ class BuiltCandidate:
     cuda_binaries: Dict[str, bytes]
 
 
-def _cuda_sources(executable):
-    return [m for m in executable.mod.imports if m.kind == "cuda"]
+def cuda_modules(module) -> list:
+    """The CUDA modules of ``module``'s import tree (a Relax VM executable holds them a level down)."""
+    return [m for child in module.imports for m in ([child] if child.kind == "cuda" else []) + cuda_modules(child)]
+
+
+def with_device_code(executable, target) -> BuiltCandidate:
+    """``executable`` as ``export_candidate`` packs it: where code generation left CUDA source (no
+    CUDA runtime in this process), each source compiled here with nvcc for the target's arch."""
+    binaries: Dict[str, bytes] = {}
+    if target.kind.name == "cuda" and not cuda_runtime_loaded():
+        for device_module in cuda_modules(executable.mod):
+            source = device_module.inspect_source("")
+            binaries[source] = compile_cuda_to_cubin(source, target)
+    return BuiltCandidate(executable=executable, cuda_binaries=binaries)
 
 
 def cuda_sources(mod, target, use_nvcc: bool = True) -> List[str]:
     """The CUDA source of each device module of a scheduled IRModule, lowered as the builder lowers
     it (``lower_candidate``), for reading what code generation emits: load widths, address
     arithmetic, ptxas's report."""
-    return [m.inspect_source("") for m in _cuda_sources(lower_candidate(mod, target, use_nvcc))]
+    return [m.inspect_source("") for m in cuda_modules(lower_candidate(mod, target, use_nvcc).mod)]
 
 
 def build_candidate(mod, target, _params: Optional[dict]) -> BuiltCandidate:
@@ -145,12 +157,7 @@ def build_candidate(mod, target, _params: Optional[dict]) -> BuiltCandidate:
     """
     ours = os.environ.get(COMPILE_DEVICE_CODE_ENV, "1") != "0"
     executable = lower_candidate(mod, target, use_nvcc=ours)
-    binaries: Dict[str, bytes] = {}
-    if target.kind.name == "cuda" and ours and not cuda_runtime_loaded():
-        for device_module in _cuda_sources(executable):
-            source = device_module.inspect_source("")
-            binaries[source] = compile_cuda_to_cubin(source, target)
-    return BuiltCandidate(executable=executable, cuda_binaries=binaries)
+    return with_device_code(executable, target) if ours else BuiltCandidate(executable=executable, cuda_binaries={})
 
 
 def export_candidate(built: BuiltCandidate) -> str:

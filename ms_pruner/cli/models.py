@@ -12,6 +12,7 @@ from ..models import compare_outputs, get_model, import_torch_model, run_executa
 from ..models.report import model_table, read_summaries, write_summary
 from ..models.user_model import example_inputs
 from ..search import parse_settings
+from ..tuning.fleet import Tracker
 from .options import add_out, add_rpc, add_search_options, add_time_limit, seed_value, write_text
 
 
@@ -45,7 +46,8 @@ def cmd_tune_model(args) -> int:
     settings = parse_settings(args.pruner_settings)
     if args.pretrained:
         read_model_file(args.pretrained)
-    choice = resolve_target(args.target, args.gpu, require_device=args.rpc is None)
+    tracker = Tracker.parse(args.rpc) if args.rpc is not None else None
+    choice = resolve_target(args.target, args.gpu, require_device=tracker is None)
     module, example, spec = get_model(args.model, dtype=args.dtype)
     work_dir = args.work_dir or os.path.join("ms_pruner_work", f"{_dir_name(spec.name)}-{choice.target.kind.name}")
 
@@ -62,20 +64,18 @@ def cmd_tune_model(args) -> int:
                         progress=not args.no_progress, space=args.space, first_round=args.first_round,
                         cost_model=args.cost_model, rpc=args.rpc, warm_start=args.warm_start,
                         pruner_settings=settings, resume=True)
-    outputs, seconds = run_executable(result.executable, choice.target, [x.numpy() for x in example_inputs(example)])
+    outputs, seconds = run_executable(result.executable, choice.target, [x.numpy() for x in example_inputs(example)],
+                                      tracker=tracker)
     untuned = sum(1 for count in result.task_records if count == 0)
     print(f"{spec.name} ({spec.dtype} compute, input {tuple(spec.input_shape)}) on {choice.target.kind.name}: "
           f"{len(result.tasks)} tasks tuned with {args.strategy} ({result.trials} trials) in {work_dir}"
           + (f"; tasks with no record (a default schedule): {untuned}" if untuned else ""))
-    device = "cuda" if choice.is_cuda else "cpu"
-    torch_dtype = getattr(torch, spec.dtype) if device == "cuda" else torch.float32
-    timed = module.to(torch_dtype)
-    timed_input = tuple(x.to(torch_dtype) if x.is_floating_point() else x for x in example_inputs(example))
-    eager = torch_latency(timed, timed_input, device)
-    compiled = torch_latency(timed, timed_input, device, compile_model=True) if args.torch_compile else None
-    print(f"  ms_pruner {seconds * 1e6:.1f} us | torch eager "
-          f"{f'{eager * 1e6:.1f} us' if eager else 'n/a'} | torch.compile "
-          f"{f'{compiled * 1e6:.1f} us' if compiled else ('n/a' if args.torch_compile else 'skipped')}")
+    eager, compiled = (None, None) if tracker else _torch_latencies(module, example, spec.dtype, choice, args)
+    if tracker:
+        print(f"  ms_pruner {seconds * 1e6:.1f} us on a server of {tracker} | torch not timed (it would run here)")
+    else:
+        print(f"  ms_pruner {seconds * 1e6:.1f} us | torch eager {_us(eager)} | torch.compile "
+              f"{_us(compiled) if args.torch_compile else 'skipped'}")
     mismatch = compare_outputs([o.astype("float32") for o in outputs], expected, spec.dtype)
     write_summary(work_dir, {
         "model": spec.name, "dtype": spec.dtype, "target": str(choice.target), "target_kind": choice.target.kind.name,
@@ -83,12 +83,29 @@ def cmd_tune_model(args) -> int:
         "tasks_with_records": len(result.tasks) - untuned,
         "tuning_wall_s": result.rounds[-1]["wall_s"] if result.rounds else 0.0, "latency_s": seconds,
         "torch_eager_s": eager, "torch_compile_s": compiled, "outputs_match": mismatch is None, "mismatch": mismatch,
+        "rpc": str(tracker) if tracker else None,
     })
     if mismatch:
         print(f"ms-pruner: error: {spec.name}: {mismatch}", file=sys.stderr)
         return 1
     print(f"  outputs match torch ({len(outputs)} output(s))")
     return 0
+
+
+def _torch_latencies(module, example, dtype: str, choice, args) -> tuple:
+    """torch eager's and torch.compile's seconds for the model on this machine's device (None: n/a)."""
+    import torch  # lazy: torch only for its own timings
+
+    device = "cuda" if choice.is_cuda else "cpu"
+    torch_dtype = getattr(torch, dtype) if device == "cuda" else torch.float32
+    timed = module.to(torch_dtype)
+    timed_input = tuple(x.to(torch_dtype) if x.is_floating_point() else x for x in example_inputs(example))
+    eager = torch_latency(timed, timed_input, device)
+    return eager, torch_latency(timed, timed_input, device, compile_model=True) if args.torch_compile else None
+
+
+def _us(seconds) -> str:
+    return f"{seconds * 1e6:.1f} us" if seconds else "n/a"
 
 
 def _dir_name(model: str) -> str:

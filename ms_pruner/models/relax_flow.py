@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import math
 import os
+import shutil
 from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
@@ -18,6 +19,7 @@ import tvm
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
+from ..builder import export_candidate, with_device_code
 from ..database.records import group_by_workload, is_valid, open_database, same_target, structural_key
 from ..database.transfer import require_sources
 from ..errors import UserError, require_positive
@@ -178,16 +180,30 @@ def _tune_contexts(tasks, earlier, work_dir: str, space, strategy, seed) -> tupl
         [tasks[i] for i in order], work_dir, space=space, strategy=strategy, seed=seed)
 
 
-def run_executable(executable, target, inputs: List[np.ndarray], repeat: int = 20):
-    """(outputs as numpy, mean seconds per call) on the target's device."""
-    device = tvm.cuda(0) if target.kind.name == "cuda" else tvm.cpu(0)
+def run_executable(executable, target, inputs: List[np.ndarray], repeat: int = 20,
+                   tracker: Optional[Tracker] = None):
+    """(outputs as numpy, median seconds per call) on the target's device here or, with ``tracker``,
+    on one of its servers: the executable exported with its device code compiled here, as a
+    candidate is (``builder.with_device_code``), so a server without nvcc runs it."""
+    device_type = "cuda" if target.kind.name == "cuda" else "cpu"
+    if tracker is None:
+        return _run_vm(executable, tvm.device(device_type, 0), inputs, repeat)
+    artifact = export_candidate(with_device_code(executable, target))
+    try:
+        with tracker.loaded(artifact, device_type) as (module, device):
+            return _run_vm(module, device, inputs, repeat)
+    finally:
+        shutil.rmtree(os.path.dirname(artifact), ignore_errors=True)
+
+
+def _run_vm(executable, device, inputs: List[np.ndarray], repeat: int):
+    """Through the VM's stateful calls, whose tuple of outputs also comes back over RPC."""
     vm = relax.VirtualMachine(executable, device)
-    args = [tvm.runtime.tensor(x, device) for x in inputs]
-    result = vm["main"](*args)
-    outputs = _flatten(result)
-    timer = vm.time_evaluator("main", device, number=repeat, repeat=3)
-    seconds = float(np.median(timer(*args).results))
-    return outputs, seconds
+    vm.set_input("main", *[tvm.runtime.tensor(x, device) for x in inputs])
+    vm.invoke_stateful("main")
+    outputs = _flatten(vm.get_outputs("main"))
+    timer = vm.time_evaluator("invoke_stateful", device, number=repeat, repeat=3)
+    return outputs, float(np.median(timer("main").results))
 
 
 def _flatten(result) -> List[np.ndarray]:

@@ -24,15 +24,12 @@ import dataclasses
 import json
 import os
 import shutil
-import uuid
 from typing import List, Optional
 
 import numpy as np
-import tvm
-from tvm.s_tir.meta_schedule.runner import rpc_runner
 
 from ..builder import build_candidate, export_candidate
-from ..builder.runner import KernelWorker
+from ..builder.runner import KernelWorker, output_of
 from ..emulator import EmulatedChecker, PrimFuncWorkload
 from ..database.records import fastest_records, mean_latency, open_database, records_for, replay_record
 from ..database.tools import records_by_workload_and_target, target_name, workload_name
@@ -91,21 +88,10 @@ class DeviceSession:
         try:
             if self.tracker is None:
                 return self.worker.output(artifact, device_type, inputs, output)
-            return self._remote_output(artifact, device_type, inputs, output)
+            with self.tracker.loaded(artifact, device_type) as (kernel, device):
+                return output_of(kernel, device, inputs, output)
         finally:
             shutil.rmtree(os.path.dirname(artifact), ignore_errors=True)
-
-    def _remote_output(self, artifact: str, device_type: str, inputs, output) -> np.ndarray:
-        remote_path = f"ms_pruner_check_{uuid.uuid4().hex}.tar"
-        session = None
-        try:
-            session = rpc_runner.default_create_session(self.tracker.rpc_config())
-            device = session.device(device_type, 0)
-            arrays = [tvm.runtime.tensor(x, device) for x in [*inputs, output]]
-            rpc_runner.default_upload_module(session, artifact, remote_path)(*arrays)
-            return arrays[-1].numpy()
-        finally:
-            rpc_runner.default_cleanup(session, remote_path)
 
     def close(self) -> None:
         self.worker.close()

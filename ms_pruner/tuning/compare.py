@@ -169,7 +169,8 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
     and the next call resumes the cut one in its work dir (tune_tir) instead of starting it again.
     Every strategy searches the same ``space`` (ms_pruner.space); ``first_round``, ``cost_model`` and
     ``pruner_settings`` (tune_tir) apply to the Pruner strategies, for ablations, stock staying the
-    baseline; ``rpc`` measures every run on a tracker's servers (tune_tir).
+    baseline; ``rpc`` measures every run on a tracker's servers (tune_tir), and then the vendor
+    library, which torch would time on this machine, is left out.
     """
     if "moa" in strategies and not pretrained:
         raise UserError("comparing moa needs --pretrained MODEL")
@@ -213,7 +214,7 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
             if on_run is not None:
                 on_run(report)
         entry["summary"] = summarize(entry["runs"])
-        if entry.get("reference") is None:
+        if entry.get("reference") is None and rpc is None:  # torch runs here, not on the servers
             entry["reference"] = reference_latency(workload, choice.is_cuda)
     return report
 

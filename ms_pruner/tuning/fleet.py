@@ -13,6 +13,7 @@ stops the call instead, with one line (``NoServerLeft``), the records measured s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
@@ -20,12 +21,13 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from typing import Optional
 
 from tvm import rpc
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
-from tvm.s_tir.meta_schedule.runner import PyRunner
+from tvm.s_tir.meta_schedule.runner import PyRunner, rpc_runner
 
 from ..builder import rpc_alloc_argument
 from ..errors import UserError
@@ -84,6 +86,18 @@ class Tracker:
     def rpc_config(self):
         return ms.runner.RPCConfig(tracker_host=self.host, tracker_port=self.port, tracker_key=self.key,
                                    session_priority=1, session_timeout_sec=SESSION_TIMEOUT_S)
+
+    @contextlib.contextmanager
+    def loaded(self, artifact: str, device_type: str):
+        """(module, device): ``artifact`` (an exported library, device code compiled) uploaded to
+        one of the key's servers and loaded there, in a session of its own; removed afterwards."""
+        remote_path = f"ms_pruner_{uuid.uuid4().hex}.tar"
+        session = None
+        try:
+            session = rpc_runner.default_create_session(self.rpc_config())
+            yield rpc_runner.default_upload_module(session, artifact, remote_path), session.device(device_type, 0)
+        finally:
+            rpc_runner.default_cleanup(session, remote_path)
 
     def check_device(self, target) -> int:
         """The number of servers, once one of them has shown a device ``target`` can run on: a CUDA

@@ -51,10 +51,13 @@ def torch_operation(workload, inputs, device: str):
 
 
 def reference_latency(workload, on_gpu: bool) -> Optional[dict]:
-    """torch's time for the same operator (cuBLAS / cuDNN on a GPU, torch's CPU kernels otherwise)."""
+    """torch's time for the same operator (cuBLAS / cuDNN on a GPU, torch's CPU kernels otherwise);
+    None where torch has no such operator, or ``on_gpu`` and torch sees no GPU here."""
     import torch  # lazy: torch only for the reference operator
 
-    device = "cuda" if on_gpu and torch.cuda.is_available() else "cpu"
+    if on_gpu and not torch.cuda.is_available():
+        return None
+    device = "cuda" if on_gpu else "cpu"
     if device == "cpu" and workload.in_dtype == "float16":
         return None
     operation = torch_operation(workload, workload.random_inputs(), device)
