@@ -9,7 +9,8 @@ largest absolute difference over the largest absolute reference value; where tor
 (cuBLAS, cuDNN on a GPU) its error on the same inputs is reported beside, as the bar for the dtype.
 With ``emulate`` the kernels run in the emulator instead (ms_pruner.emulator): a GPU run's records
 checked on a machine without one, for the target each record names. With a ``Tracker`` (``--rpc``)
-each kernel runs on one of the tracker's servers for the key, in a session of its own; torch's error is then not reported (torch is not run there).
+each kernel runs on one of the tracker's servers for the key, in a session of its own; torch's
+error is then not reported (torch is not run there).
 
 Without a workload spec (a ``tune-model`` work dir, a PrimFunc tuned from Python) every workload of
 the database is checked, each against its own unscheduled function run on this machine's CPU
