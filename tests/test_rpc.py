@@ -120,7 +120,7 @@ def test_a_model_and_a_comparison_are_measured_on_the_servers_and_the_model_runs
     """``tune-model --rpc``: every task's candidates, then the compiled model itself, run on the
     server (its log counts the loads) and the outputs match torch; torch is not timed beside it.
     ``compare --rpc``: both strategies measured there, and no vendor time from this machine."""
-    from ms_pruner.models.report import read_summaries
+    from ms_pruner.models.report import model_table, read_summaries
 
     work_dir = str(tmp_path / "model")
     with fleet(tmp_path, 1) as running:
@@ -131,6 +131,7 @@ def test_a_model_and_a_comparison_are_measured_on_the_servers_and_the_model_runs
         assert _records(work_dir) == 8 and _measured_by(running, 0) == 8 + 1
         (summary,) = read_summaries([work_dir])
         assert summary["rpc"] == str(running.tracker) and summary["torch_eager_s"] is None
+        assert f"| mlp-tiny (float32) | llvm (a server of {running.tracker}) | pruner | 8 |" in model_table([summary])
         out_dir = tmp_path / "compare"
         assert main(["compare", "--workload", SPEC, "--trials", "8", "--per-iter", "8", "--target", "llvm",
                      "--out", str(out_dir), "--no-progress", "--rpc", str(running.tracker)]) == 0

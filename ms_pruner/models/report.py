@@ -47,6 +47,11 @@ def _tasks(summary: dict) -> str:
     return f"{summary['tasks']}" + (f" ({tuned})" if tuned is not None else "")
 
 
+def _where(summary: dict) -> str:
+    """The target kind, and the tracker where the model ran on a server (``tune-model --rpc``)."""
+    return summary["target_kind"] + (f" (a server of {summary['rpc']})" if summary.get("rpc") else "")
+
+
 def model_table(summaries: List[dict]) -> str:
     """Markdown: per model and strategy, end-to-end latency next to torch eager / torch.compile."""
     lines = [
@@ -56,7 +61,7 @@ def model_table(summaries: List[dict]) -> str:
     ]
     for s in summaries:
         lines.append(
-            f"| {s['model']} ({s['dtype']}) | {s['target_kind']} | {s['strategy']} | {s['trials']} | {_tasks(s)} | "
+            f"| {s['model']} ({s['dtype']}) | {_where(s)} | {s['strategy']} | {s['trials']} | {_tasks(s)} | "
             f"{s['tuning_wall_s']:.0f} | {_us(s['latency_s'])} | {_us(s['torch_eager_s'])} | "
             f"{_us(s['torch_compile_s'])} | {'match' if s['outputs_match'] else s['mismatch']} |"
         )
