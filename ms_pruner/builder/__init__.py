@@ -26,12 +26,12 @@ from .fused_epilogue import FUSE_EPILOGUE_ENV, epilogue_fused, fuse_fragment_epi
 from .parity_unroll import PARITY_UNROLL_ENV, parity_loops_unrolled
 from .pool import KeptPoolBuilder
 from .resources import KernelResources, candidate_resources, cuda_source_resources, parse_ptxas_report
-from .runner import RecoveringLocalRunner, breaks_cuda_context
+from .runner import RecoveringLocalRunner, breaks_cuda_context, target_device_type
 from .runner_args import (alloc_argument, cached_alloc_argument, forget_cached_arguments, rpc_alloc_argument,
                           zero_integer_arguments)
 from .wait_counts import PRUNER_TIR_PIPELINE, register_pruner_pipeline
 from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, cuda_modules,
-                     cuda_sources, export_candidate, lower_candidate, rewritten_schedule, with_device_code)
+                     cuda_sources, export_candidate, exported, lower_candidate, rewritten_schedule, with_device_code)
 
 BUILDER_KINDS = ("pruner", "stock")
 
@@ -121,6 +121,7 @@ __all__ = [
     "default_max_workers",
     "device_module_formats",
     "export_candidate",
+    "exported",
     "forget_cached_arguments",
     "lower_candidate",
     "make_builder",
@@ -132,6 +133,7 @@ __all__ = [
     "rewritten_schedule",
     "rpc_alloc_argument",
     "start_builder_workers",
+    "target_device_type",
     "with_device_code",
     "zero_integer_arguments",
 ]

@@ -19,7 +19,7 @@ import dataclasses
 import os
 import struct
 import tarfile
-from typing import Dict, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 import tvm_ffi
 from tvm.runtime import _ffi_api
@@ -135,17 +135,21 @@ def make_fpack_imports(binaries: Dict[str, bytes]):
     return fpack_imports
 
 
+def import_tree(module) -> Iterator:
+    """``module`` and every module it imports, depth first (a Relax VM executable's root imports
+    the host module, which imports the device modules)."""
+    yield module
+    for child in module.imports:
+        yield from import_tree(child)
+
+
 def _host_llvm_target(module) -> str:
     """The LLVM target of the host code: the root module's for a TIR executable, the first LLVM
     module's below the root of a Relax VM executable."""
-    if module.kind == "llvm":
-        return module.get_function("_get_target_string")()
-    for child in module.imports:
-        try:
-            return _host_llvm_target(child)
-        except ValueError:
-            continue
-    raise ValueError(f"no LLVM host module under the {module.kind} module")
+    host = next((m for m in import_tree(module) if m.kind == "llvm"), None)
+    if host is None:
+        raise ValueError(f"no LLVM host module under the {module.kind} module")
+    return host.get_function("_get_target_string")()
 
 
 def device_module_formats(artifact_path: str) -> List[str]:

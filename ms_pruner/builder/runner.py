@@ -64,8 +64,18 @@ class RecoveringLocalRunner(ms.runner.LocalRunner._cls):  # pylint: disable=prot
             "a candidate broke the runner's CUDA context (%s); the runner starts a new worker for the next",
             last_line(error)[:160])
         self.pool.shutdown(wait=True)
-        self.pool = PopenPoolExecutor(max_workers=1, timeout=self.timeout_sec, stderr=subprocess.DEVNULL)
+        self.pool = one_worker_pool(self.timeout_sec)
         self.restarts += 1
+
+
+def one_worker_pool(timeout_sec: float) -> PopenPoolExecutor:
+    """The single worker process (a CUDA context of its own) that kernels run in, one at a time."""
+    return PopenPoolExecutor(max_workers=1, timeout=timeout_sec, stderr=subprocess.DEVNULL)
+
+
+def target_device_type(target) -> str:
+    """TVM's device type for running ``target``'s kernels, here or on an RPC server."""
+    return "cpu" if target.kind.name == "llvm" else target.kind.name
 
 
 def output_of(kernel, device, inputs: List[np.ndarray], output: np.ndarray) -> np.ndarray:
@@ -94,7 +104,7 @@ class KernelWorker:
 
     def output(self, artifact: str, device_type: str, inputs: List[np.ndarray], output: np.ndarray) -> np.ndarray:
         if self.pool is None:
-            self.pool = PopenPoolExecutor(max_workers=1, timeout=self.timeout_sec, stderr=subprocess.DEVNULL)
+            self.pool = one_worker_pool(self.timeout_sec)
         try:
             return self.pool.submit(kernel_output, artifact, device_type, inputs, output).result()
         except TimeoutError:

@@ -9,8 +9,10 @@ looks up by name, which that import would register, are registered by mma_layout
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import shutil
 import tempfile
 from typing import Dict, List, Optional
 
@@ -18,7 +20,7 @@ import tvm
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 from tvm.support.tar import tar
 
-from .cuda_binary import compile_cuda_to_cubin, make_fpack_imports
+from .cuda_binary import compile_cuda_to_cubin, import_tree, make_fpack_imports
 from .copy_lanes import prepare_permuted_copies
 from .cuda_compile import cuda_compile_scope, cuda_runtime_loaded
 from .fused_epilogue import fuse_fragment_epilogues
@@ -126,7 +128,7 @@ class BuiltCandidate:
 
 def cuda_modules(module) -> list:
     """The CUDA modules of ``module``'s import tree (a Relax VM executable holds them a level down)."""
-    return [m for child in module.imports for m in ([child] if child.kind == "cuda" else []) + cuda_modules(child)]
+    return [m for m in import_tree(module) if m.kind == "cuda"]
 
 
 def with_device_code(executable, target) -> BuiltCandidate:
@@ -166,3 +168,14 @@ def export_candidate(built: BuiltCandidate) -> str:
     fpack = make_fpack_imports(built.cuda_binaries) if built.cuda_binaries else None
     built.executable.export_library(path, fcompile=tar, fpack_imports=fpack)
     return path
+
+
+@contextlib.contextmanager
+def exported(built: BuiltCandidate):
+    """``export_candidate``'s artifact path for the ``with`` (run here or uploaded), its folder
+    removed afterwards."""
+    path = export_candidate(built)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)

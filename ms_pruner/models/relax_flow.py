@@ -11,7 +11,6 @@ import dataclasses
 import logging
 import math
 import os
-import shutil
 from typing import Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
@@ -19,7 +18,7 @@ import tvm
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
-from ..builder import export_candidate, with_device_code
+from ..builder import exported, target_device_type, with_device_code
 from ..database.records import group_by_workload, is_valid, open_database, same_target, structural_key
 from ..database.transfer import require_sources
 from ..errors import UserError, require_positive
@@ -185,15 +184,11 @@ def run_executable(executable, target, inputs: List[np.ndarray], repeat: int = 2
     """(outputs as numpy, median seconds per call) on the target's device here or, with ``tracker``,
     on one of its servers: the executable exported with its device code compiled here, as a
     candidate is (``builder.with_device_code``), so a server without nvcc runs it."""
-    device_type = "cuda" if target.kind.name == "cuda" else "cpu"
     if tracker is None:
-        return _run_vm(executable, tvm.device(device_type, 0), inputs, repeat)
-    artifact = export_candidate(with_device_code(executable, target))
-    try:
-        with tracker.loaded(artifact, device_type) as (module, device):
-            return _run_vm(module, device, inputs, repeat)
-    finally:
-        shutil.rmtree(os.path.dirname(artifact), ignore_errors=True)
+        return _run_vm(executable, tvm.device(target_device_type(target), 0), inputs, repeat)
+    with exported(with_device_code(executable, target)) as artifact, \
+            tracker.loaded(artifact, target_device_type(target)) as (module, device):
+        return _run_vm(module, device, inputs, repeat)
 
 
 def _run_vm(executable, device, inputs: List[np.ndarray], repeat: int):

@@ -24,13 +24,12 @@ import contextlib
 import dataclasses
 import json
 import os
-import shutil
 from typing import List, Optional
 
 import numpy as np
 
-from ..builder import build_candidate, export_candidate
-from ..builder.runner import KernelWorker, output_of
+from ..builder import build_candidate, exported
+from ..builder.runner import KernelWorker, output_of, target_device_type
 from ..emulator import EmulatedChecker, PrimFuncWorkload
 from ..database.records import fastest_records, mean_latency, open_database, records_for, replay_record
 from ..database.tools import records_by_workload_and_target, target_name, workload_name
@@ -83,16 +82,12 @@ class DeviceSession:
 
     def output(self, record, workload, inputs, target) -> np.ndarray:
         """``record``'s kernel run on ``inputs`` on this machine's device or a server's: its output."""
-        artifact = export_candidate(build_candidate(replay_record(record).mod, record.target, None))
         output = np.zeros(workload.output_shape(), dtype=workload.out_dtype)
-        device_type = "cpu" if target.kind.name == "llvm" else target.kind.name
-        try:
+        with exported(build_candidate(replay_record(record).mod, record.target, None)) as artifact:
             if self.tracker is None:
-                return self.worker.output(artifact, device_type, inputs, output)
-            with self.tracker.loaded(artifact, device_type) as (kernel, device):
+                return self.worker.output(artifact, target_device_type(target), inputs, output)
+            with self.tracker.loaded(artifact, target_device_type(target)) as (kernel, device):
                 return output_of(kernel, device, inputs, output)
-        finally:
-            shutil.rmtree(os.path.dirname(artifact), ignore_errors=True)
 
     def close(self) -> None:
         self.worker.close()

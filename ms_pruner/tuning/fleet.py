@@ -29,7 +29,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.runner import PyRunner, rpc_runner
 
-from ..builder import rpc_alloc_argument
+from ..builder import rpc_alloc_argument, target_device_type
 from ..errors import UserError
 from .interrupt import stop_now
 
@@ -108,7 +108,7 @@ class Tracker:
         session = self.rpc_config().connect_server()
         kind = target.kind.name
         try:
-            device = session.device("cpu" if kind == "llvm" else kind, 0)
+            device = session.device(target_device_type(target), 0)
             present = device.exist
         except Exception:  # pylint: disable=broad-except
             present = False  # a runtime built without that device type raises instead
