@@ -8,7 +8,9 @@ import pytest
 
 from conftest import H100_MM4096, REPO_ROOT, needs_h100_data, needs_nvcc
 from ms_pruner.cli import main
+from ms_pruner.database.records import mean_latency, records_in_file_order
 from ms_pruner.database.transfer import operator_signature, refactor
+from ms_pruner.search import warm_best_source
 from ms_pruner.workloads import parse_workload
 
 TUNED = os.path.join(REPO_ROOT, "tests", "data", "cpu_pruner_seed0")  # real CPU records, 64 a workload
@@ -84,10 +86,18 @@ def test_a_warm_start_leads_the_first_round_with_adapted_records(tmp_path, capsy
     assert main(["tune", "matmul:256x64x512:float32:float32", "--target", "llvm", "--trials", "8", "--per-iter", "8",
                  "--seed", "0", "--work-dir", work_dir, "--no-progress", "--warm-start",
                  os.path.join(TUNED, "matmul_128x128x128_float32_float32")]) == 0
-    assert "8 records (8 new)" in capsys.readouterr().out
-    (first,) = [json.loads(line)["strategy"] for line in open(os.path.join(work_dir, "logs", "ms_pruner_rounds.jsonl"))]
+    out = capsys.readouterr().out
+    assert "8 records (8 new)" in out
+    (timing,) = [json.loads(line) for line in open(os.path.join(work_dir, "logs", "ms_pruner_rounds.jsonl"))]
+    first = timing["strategy"]
     assert first["warm_adapted"] == first["warm_valid"] == 8 and first["warm_picked"] == 2
     assert all(source.startswith(TUNED) for source in first["warm_sources"])
+    latencies = [mean_latency(record) for record in records_in_file_order(work_dir)]
+    assert latencies[timing["batch_best"]] == min(latencies)
+    source = warm_best_source(timing)
+    assert source == (first["warm_sources"][timing["batch_best"]] if timing["batch_best"] < 2 else None)
+    said = f"adapted from {source}" if source else "from the draft"
+    assert f"warm start: 8 adapted, 8 valid, 2 measured, the round's best {said}" in out
 
 
 def test_a_warm_start_refuses_what_it_cannot_use_in_one_line(tmp_path, capsys):

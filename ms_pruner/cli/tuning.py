@@ -11,7 +11,7 @@ from ..cost_model import read_model_file
 from ..database.records import describe_best, group_by_workload, open_database
 from ..errors import UserError
 from ..hardware import resolve_target
-from ..search import parse_settings
+from ..search import parse_settings, warm_start_line
 from ..tuning import tune_tir
 from ..tuning.compare import comparison_settings, finished_work_dirs, load_previous, run_comparison, write_outputs
 from ..tuning.fleet import Tracker, make_fleet_runner
@@ -156,7 +156,7 @@ def cmd_tune(args) -> int:
         print(
             f"round {timing['round']}{kind}: {timing['trials']} trials, search {timing['search_s']:.1f}s{detail}, "
             f"build {timing['build_s']:.1f}s ({timing['build_errors']} errors), run {timing['run_s']:.1f}s "
-            f"({timing['run_errors']} errors), model update {timing['update_s']:.1f}s"
+            f"({timing['run_errors']} errors), model update {timing['update_s']:.1f}s{warm_start_line(timing)}"
         )
     print(
         f"{workload.spec} on {choice.target.kind.name}{'' if result.space == 'none' else ', space ' + result.space}: "

@@ -6,7 +6,8 @@ from .pruner import PrunerSearch
 from ..cost_model.analyzer_model import PSACostModel
 from .settings import changed_settings, parse_settings, pruner_configs
 from .space import DesignSpace
+from .warm_start import warm_best_source, warm_start_line
 
 __all__ = ["DesignSpace", "FirstRoundConfig", "PSACostModel", "PrunerConfig", "PrunerSearch", "changed_settings",
            "decision_kinds", "decision_values", "neighbour_decisions", "neighbours", "parse_settings", "pruner_configs",
-           "steps_apart", "tile_decisions"]
+           "steps_apart", "tile_decisions", "warm_best_source", "warm_start_line"]

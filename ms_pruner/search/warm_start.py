@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from ..database.transfer import adapting_provider, on_new_sketch, source_records
 from ..space import sketch_family
@@ -58,3 +58,22 @@ class WarmStart:
         rest = [p for p in picks if key_of(p) not in seen][:max(0, batch - len(chosen))]
         stats.update(self.stats, warm_picked=len(chosen), warm_sources=[source for _, source in chosen])
         return [sch for sch, _ in chosen] + rest
+
+
+def warm_best_source(timing: dict) -> Optional[str]:
+    """The source record (``work dir#rank``) that a logged round's fastest candidate was adapted from;
+    None where the round's best came from the draft, or the round had no warm start. Warm picks lead
+    the batch, so a best placed among the first ``warm_picked`` is one of them."""
+    sources = (timing.get("strategy") or {}).get("warm_sources") or []
+    place = timing.get("batch_best")
+    return sources[place] if place is not None and place < len(sources) else None
+
+
+def warm_start_line(timing: dict) -> str:
+    """The warm start's part of a round's console line ('' for a round without one)."""
+    split = timing.get("strategy") or {}
+    if "warm_picked" not in split:
+        return ""
+    source = warm_best_source(timing)
+    return (f"; warm start: {split['warm_adapted']} adapted, {split['warm_valid']} valid, {split['warm_picked']} "
+            f"measured, the round's best {'adapted from ' + source if source else 'from the draft'}")

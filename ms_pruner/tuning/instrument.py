@@ -47,6 +47,7 @@ class RoundTiming:
     strategy: dict = dataclasses.field(default_factory=dict)  # the search's own split (PrunerSearch)
     session: int = 0  # which call of a resumed run measured this round
     workload: Optional[str] = None  # resume.workload_tag of a tune_tir run (a work dir may hold several)
+    batch_best: Optional[int] = None  # the fastest candidate's place in this batch (as the search ordered it)
 
 
 def round_seconds(timing: dict) -> float:
@@ -127,16 +128,18 @@ class RoundClock:
     def finish_round(self, task_id: int, builder_results, runner_results) -> RoundTiming:
         now = time.perf_counter()
         build_errors = sum(1 for r in builder_results if r.error_msg is not None)
-        run_errors = 0
-        for built, ran in zip(builder_results, runner_results):
+        run_errors, batch_best, batch_best_s = 0, None, FAILED_RUN_SECONDS
+        for place, (built, ran) in enumerate(zip(builder_results, runner_results)):
             if built.error_msg is not None:
                 continue
             if ran.error_msg is not None or not ran.run_secs:
                 run_errors += 1
                 continue
             latency = sum(float(x) for x in ran.run_secs) / len(ran.run_secs)
-            if latency < FAILED_RUN_SECONDS and (self.best_latency_s is None or latency < self.best_latency_s):
-                self.best_latency_s = latency
+            if latency < batch_best_s:
+                batch_best, batch_best_s = place, latency
+        if batch_best is not None and (self.best_latency_s is None or batch_best_s < self.best_latency_s):
+            self.best_latency_s = batch_best_s
         self.trials_done += len(runner_results)
         batch = self.batches.popleft() if self.batches else {"search_s": 0.0, "build_s": 0.0, "run_s": 0.0}
         timing = RoundTiming(
@@ -153,6 +156,7 @@ class RoundClock:
             strategy=self._new_strategy_timing(),
             session=self.session,
             workload=self.workload,
+            batch_best=batch_best,
         )
         self.rounds.append(timing)
         self.last_mark = now
