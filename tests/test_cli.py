@@ -39,7 +39,7 @@ def test_tune_then_rerun_keeps_records(tmp_path, capsys):
     records = open_database(work_dir).get_all_tuning_records()
     assert all(float(r.run_secs[0]) < 1.0 for r in records)
 
-    assert main(["show", "--work-dir", work_dir]) == 0
+    assert main(["show", "--db", work_dir]) == 0
     shown = capsys.readouterr().out
     assert "20 records (20 valid)" in shown and "TFLOP/s" in shown and "tiles" in shown
 
@@ -55,7 +55,7 @@ def test_tune_then_rerun_keeps_records(tmp_path, capsys):
     assert len({r["workload"] for r in resumed["rounds"]}) == 1
 
     # The best records, built and run again here, measure about what they were recorded at.
-    assert main(["remeasure", "--db", work_dir, "--target", "llvm", "--top", "2", "--repeat", "3", "--json"]) == 0
+    assert main(["remeasure", "--work-dir", work_dir, "--target", "llvm", "--top", "2", "--repeat", "3", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)["work_dirs"][work_dir]
     recorded = [r["recorded_s"] for r in again["records"]]
     assert recorded == sorted(recorded)

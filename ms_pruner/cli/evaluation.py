@@ -18,7 +18,7 @@ from .options import add_out, seed_list, seed_value, write_text
 
 def add_evaluation_commands(sub) -> None:
     analyze = sub.add_parser("analyze", help="score the static analyzer against a measured database")
-    analyze.add_argument("--db", required=True, help="MetaSchedule JSON database directory")
+    analyze.add_argument("--db", "--work-dir", required=True, help="MetaSchedule JSON database directory")
     analyze.add_argument("--gpu", default=None, help="GPU spec to assume (default: from the record target); "
                          "h100:FIELD=VALUE,... changes its figures")
     analyze.add_argument("--json", action="store_true")
@@ -41,7 +41,7 @@ def add_evaluation_commands(sub) -> None:
     geometry.set_defaults(func=cmd_geometry)
 
     evaluate = sub.add_parser("evaluate-model", help="train cost models on early records, score later ones")
-    evaluate.add_argument("--db", action="append", required=True, help="database directory (repeatable)")
+    evaluate.add_argument("--db", "--work-dir", action="append", required=True, help="database directory (repeatable)")
     evaluate.add_argument("--models", default="analyzer,pacm,xgb",
                           help="comma list of analyzer, pacm, pacm-transformer, xgb, xgb-trained")
     evaluate.add_argument("--train-frac", type=float, default=0.5)
@@ -54,7 +54,7 @@ def add_evaluation_commands(sub) -> None:
     evaluate.set_defaults(func=cmd_evaluate_model)
 
     train = sub.add_parser("train", help="pretrain PaCM offline from MetaSchedule databases")
-    train.add_argument("--db", action="append", required=True, help="database directory (repeatable)")
+    train.add_argument("--db", "--work-dir", action="append", required=True, help="database directory (repeatable)")
     train.add_argument("--out", required=True, help="model file to write")
     train.add_argument("--epochs", type=int, default=200)
     train.add_argument("--time-budget", type=float, default=300.0, help="seconds")

@@ -257,7 +257,7 @@ def _report_line(c: OutputCheck) -> str:
 def add_check_command(sub) -> None:
     parser = sub.add_parser("check", help="run a work dir's best kernel here and hold its output against the "
                                           "exact result (and torch's)")
-    parser.add_argument("--work-dir", default=None)
+    parser.add_argument("--work-dir", "--db", default=None, help="the work dir (MetaSchedule database) to check")
     parser.add_argument("--workload", default=None,
                         help="the workload spec the work dir tuned (without it: every workload of the work dir, "
                              "each against its own unscheduled function run on the CPU)")
