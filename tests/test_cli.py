@@ -85,7 +85,7 @@ def test_cuda_target_without_gpu_is_one_clear_line(tmp_path):
     )
     assert proc.returncode != 0
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "needs a CUDA GPU" in lines[0]
+    assert len(lines) == 1 and "needs a CUDA GPU" in lines[0] and "--rpc HOST:PORT:KEY" in lines[0]
     assert not work_dir.exists()
 
 

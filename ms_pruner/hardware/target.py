@@ -78,5 +78,6 @@ def resolve_target(target: str = "auto", gpu: Optional[str] = None, require_devi
 def _no_gpu_message(word: str) -> str:
     return (
         f"target '{word}' needs a CUDA GPU to measure candidates, but none was found "
-        "(tvm.cuda(0).exist is False); use --target llvm on this machine"
+        "(tvm.cuda(0).exist is False); use --target llvm here, or measure on GPU servers with "
+        "--rpc HOST:PORT:KEY (tune, compare, tune-model, check, remeasure)"
     )
