@@ -10,7 +10,7 @@ from conftest import H100_MM4096, REPO_ROOT, needs_h100_data, needs_nvcc
 from ms_pruner.cli import main
 from ms_pruner.database.records import mean_latency, records_in_file_order
 from ms_pruner.database.transfer import operator_signature, refactor
-from ms_pruner.search import warm_best_source
+from ms_pruner.search import warm_best_source, warm_start_line
 from ms_pruner.workloads import parse_workload
 
 TUNED = os.path.join(REPO_ROOT, "tests", "data", "cpu_pruner_seed0")  # real CPU records, 64 a workload
@@ -225,3 +225,12 @@ def test_a_task_without_a_source_starts_cold_and_only_no_source_at_all_is_refuse
     warm = WarmStart(source)
     warm.prepare(space, CandidateFacts(StaticAnalyzer.for_target(llvm_target())), seed=0)
     assert warm.ranked == [] and warm.stats == {"warm_adapted": 0, "warm_valid": 0, "warm_other_family": 0}
+
+
+def test_the_round_line_says_where_a_warm_rounds_best_came_from():
+    stats = {"warm_adapted": 8, "warm_valid": 6, "warm_picked": 2, "warm_sources": ["a#0", "a#3"]}
+    line = {place: warm_start_line({"strategy": stats, "batch_best": place}) for place in (None, 1, 2)}
+    assert line[1].endswith("2 measured, the round's best adapted from a#3") and warm_best_source(
+        {"strategy": stats, "batch_best": 1}) == "a#3"
+    assert line[2].endswith("the round's best from the draft") and line[None].endswith("none ran")
+    assert warm_start_line({"strategy": {"round": 3}, "batch_best": 0}) == ""

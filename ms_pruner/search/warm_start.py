@@ -75,5 +75,7 @@ def warm_start_line(timing: dict) -> str:
     if "warm_picked" not in split:
         return ""
     source = warm_best_source(timing)
+    best = ("none ran" if timing.get("batch_best") is None
+            else f"the round's best {'adapted from ' + source if source else 'from the draft'}")
     return (f"; warm start: {split['warm_adapted']} adapted, {split['warm_valid']} valid, {split['warm_picked']} "
-            f"measured, the round's best {'adapted from ' + source if source else 'from the draft'}")
+            f"measured, {best}")
