@@ -146,7 +146,9 @@ def cmd_tune(args) -> int:
     if result.new_trials == 0:
         print(f"work dir {work_dir} already holds {result.records} records of {workload.spec}; nothing to do")
     if result.best_latency_s is None:
-        print(f"{workload.spec}: {result.records} records, none ran successfully (see {work_dir}/logs)")
+        failed = {kind: sum(t[kind + "_errors"] for t in result.rounds) for kind in ("build", "run")}
+        print(f"{workload.spec}: {result.records} records, none ran successfully (build errors: {failed['build']}, "
+              f"run errors: {failed['run']}; MetaSchedule's messages in {work_dir}/logs)")
         return 1
     for timing in result.rounds:
         split = timing.get("strategy") or {}
