@@ -197,6 +197,10 @@ def test_a_round_size_below_one_is_refused_before_anything_is_written(capsys, tm
     assert main(["compare", "--workload", SPEC, "--target", "llvm", "--trials", "4", "--strategies", "pruner,foo",
                  "--out", str(out)]) == 2
     assert "unknown strategy 'foo'" in capsys.readouterr().err
+    assert main(["compare", SPEC, "matmul:8x8:float32", "--target", "llvm", "--out", str(out)]) == 2
+    assert "bad matmul dims '8x8'" in capsys.readouterr().err  # a spec given as tune takes it is a workload
+    assert main(["compare", "--target", "llvm", "--out", str(out)]) == 2
+    assert "compare needs WORKLOAD" in capsys.readouterr().err
     for options, message in ((["--space", "all"], "--space all is a CUDA tensor-core space; target llvm has none"),
                              (["--set", "cold_climb_starts=2", "--no-first-round"], "a first-round setting")):
         assert main(["compare", "--workload", SPEC, "--target", "llvm", "--trials", "4", "--out", str(out),
