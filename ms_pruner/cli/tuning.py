@@ -143,7 +143,7 @@ def cmd_tune(args) -> int:
     )
     if args.json:
         print(json.dumps(dict(vars(result), best_tflops=result.best_tflops, workload=workload.spec)))
-        return 0
+        return 0 if result.best_latency_s is not None else 1
     if result.new_trials == 0:
         print(f"work dir {work_dir} already holds {result.records} records of {workload.spec}; nothing to do")
     if result.best_latency_s is None:
