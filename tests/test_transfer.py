@@ -92,6 +92,8 @@ def test_a_warm_start_leads_the_first_round_with_adapted_records(tmp_path, capsy
     first = timing["strategy"]
     assert first["warm_adapted"] == first["warm_valid"] == 8 and first["warm_picked"] == 2
     assert all(source.startswith(TUNED) for source in first["warm_sources"])
+    assert all(source.endswith(" of C(128x128:float32, 128x128:float32, 128x128:float32)")
+               for source in first["warm_sources"])  # the source workload, as db list names it
     latencies = [mean_latency(record) for record in records_in_file_order(work_dir)]
     assert latencies[timing["batch_best"]] == min(latencies)
     source = warm_best_source(timing)

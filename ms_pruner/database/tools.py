@@ -14,7 +14,7 @@ from tvm.s_tir import meta_schedule as ms
 from ..errors import UserError
 from .records import (best_record, group_by_workload, is_valid, mean_latency, open_database, records_in_file_order,
                       structural_key)
-from .transfer import operator_signature
+from .transfer import workload_name
 
 
 @dataclasses.dataclass
@@ -26,14 +26,6 @@ class WorkloadSummary:
     records: int
     valid: int
     best_s: float
-
-
-def workload_name(mod) -> str:
-    """A workload as a user reads it: its blocks, and its parameters' shapes and dtypes."""
-    func = next(iter(mod.functions.values()))
-    params = ", ".join(f"{'x'.join(str(int(d)) for d in p.shape)}:{p.dtype}" for p in func.params)
-    blocks = "+".join(name for name, _, _ in operator_signature(mod)[0])
-    return f"{blocks}({params})"
 
 
 def target_name(target) -> str:

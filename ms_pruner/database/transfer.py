@@ -116,7 +116,8 @@ def same_kind_of_target(left, right) -> bool:
 
 @dataclasses.dataclass
 class SourceRecord:
-    """A record of another workload that a warm start adapts: where from, and its latency."""
+    """A record of another workload that a warm start adapts: where from (``WORK_DIR#RANK of
+    WORKLOAD``, its rank among that workload's records there), and its latency."""
 
     trace: object
     source: str
@@ -139,6 +140,14 @@ def _read_valid_records(path: str, _mtime_ns: int, _size: int) -> tuple:
     return tuple(r for r in open_database(path).get_all_tuning_records() if is_valid(r))
 
 
+def workload_name(mod) -> str:
+    """A workload as a user reads it: its blocks, and its parameters' shapes and dtypes."""
+    func = next(iter(mod.functions.values()))
+    params = ", ".join(f"{'x'.join(str(int(d)) for d in p.shape)}:{p.dtype}" for p in func.params)
+    blocks = "+".join(name for name, _, _ in operator_signature(mod)[0])
+    return f"{blocks}({params})"
+
+
 def source_records(paths: Sequence[str], mod, target, per_workload: int = 8) -> List[SourceRecord]:
     """The ``per_workload`` fastest valid records of each other workload in the databases at
     ``paths`` that has ``mod``'s operator kind and was tuned for ``target``'s kind of target, best
@@ -151,7 +160,8 @@ def source_records(paths: Sequence[str], mod, target, per_workload: int = 8) -> 
             if key == own or operator_signature(records[0].workload.mod) != wanted:
                 continue
             records.sort(key=mean_latency)
-            found += [SourceRecord(r.trace, f"{path}#{i}", mean_latency(r))
+            label = f" of {workload_name(records[0].workload.mod)}"
+            found += [SourceRecord(r.trace, f"{path}#{i}{label}", mean_latency(r))
                       for i, r in enumerate(records[:per_workload])]
     return sorted(found, key=lambda s: s.latency_s)
 

@@ -61,7 +61,7 @@ class WarmStart:
 
 
 def warm_best_source(timing: dict) -> Optional[str]:
-    """The source record (``work dir#rank``) that a logged round's fastest candidate was adapted from;
+    """The source record (``WORK_DIR#RANK of WORKLOAD``) that a logged round's fastest candidate was adapted from;
     None where the round's best came from the draft, or the round had no warm start. Warm picks lead
     the batch, so a best placed among the first ``warm_picked`` is one of them."""
     sources = (timing.get("strategy") or {}).get("warm_sources") or []
