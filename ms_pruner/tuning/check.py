@@ -32,7 +32,8 @@ from ..builder import build_candidate, exported
 from ..builder.runner import KernelWorker, output_of, target_device_type
 from ..emulator import EmulatedChecker, PrimFuncWorkload
 from ..database.records import fastest_records, mean_latency, open_database, records_for, replay_record
-from ..database.tools import records_by_workload_and_target, target_name, workload_name
+from ..database.tools import records_by_workload_and_target, target_name
+from ..database.transfer import workload_name
 from ..errors import UserError, last_line, require_positive
 from ..hardware import resolve_target
 from ..space.families import tensor_instruction
