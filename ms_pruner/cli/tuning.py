@@ -46,7 +46,8 @@ def add_tuning_commands(sub) -> None:
     tune.set_defaults(func=cmd_tune)
     _add_comparison_commands(sub)
     again = sub.add_parser("remeasure", help="build and run a work dir's best records again on this machine")
-    again.add_argument("--db", "--work-dir", action="append", default=None, help="work dir or database directory (repeatable)")
+    again.add_argument("--db", "--work-dir", action="append", default=None,
+                       help="work dir or database directory (repeatable)")
     again.add_argument("--compare", default=None, metavar="OUT_DIR",
                        help="also the finished runs of --strategy in the comparison under OUT_DIR (compare --out)")
     again.add_argument("--strategy", default="stock", help="whose runs --compare takes")

@@ -160,8 +160,8 @@ def source_records(paths: Sequence[str], mod, target, per_workload: int = 8) -> 
             if key == own or operator_signature(records[0].workload.mod) != wanted:
                 continue
             records.sort(key=mean_latency)
-            label = f" of {workload_name(records[0].workload.mod)}"
-            found += [SourceRecord(r.trace, f"{path}#{i}{label}", mean_latency(r))
+            name = workload_name(records[0].workload.mod)
+            found += [SourceRecord(r.trace, f"{path}#{i} of {name}", mean_latency(r))
                       for i, r in enumerate(records[:per_workload])]
     return sorted(found, key=lambda s: s.latency_s)
 

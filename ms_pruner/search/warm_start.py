@@ -61,9 +61,9 @@ class WarmStart:
 
 
 def warm_best_source(timing: dict) -> Optional[str]:
-    """The source record (``WORK_DIR#RANK of WORKLOAD``) that a logged round's fastest candidate was adapted from;
-    None where the round's best came from the draft, or the round had no warm start. Warm picks lead
-    the batch, so a best placed among the first ``warm_picked`` is one of them."""
+    """The source record (``WORK_DIR#RANK of WORKLOAD``) that a logged round's fastest candidate
+    was adapted from; None where the round's best came from the draft, or the round had no warm
+    start. Warm picks lead the batch, so a best placed among the first ``warm_picked`` is one of them."""
     sources = (timing.get("strategy") or {}).get("warm_sources") or []
     place = timing.get("batch_best")
     return sources[place] if place is not None and place < len(sources) else None

@@ -320,7 +320,8 @@ def markdown_table(report: dict) -> str:
     for spec, entry in report["workloads"].items():
         for name, run in entry["runs"].items():
             if run.get("calls", 1) > 1:
-                lines.append(f"\n`{spec}` {name} was stopped (a time limit or Ctrl-C) and resumed: {run['calls']} calls. "
+                lines.append(f"\n`{spec}` {name} was stopped (a time limit or Ctrl-C) and resumed: "
+                             f"{run['calls']} calls. "
                              "Its wall time sums the finished rounds of each call; a round cut short and the time "
                              "between calls are not counted, and the resumed call first trained the cost model "
                              "on the earlier records (counted as search).")
