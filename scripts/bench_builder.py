@@ -8,6 +8,14 @@ against one pool kept across batches (``KeptPoolBuilder``).
 With ``--pool`` both build the same batches with the same build functions (nvcc to cubin where nvcc
 is present), alternating fresh and kept batch by batch; the kept pool's workers are started before
 its first batch and timed apart (``start_s``), as a tuning session starts them before its clock.
+
+    python scripts/bench_builder.py --shared-cubins WORKLOAD ... --out docs/results/cpu/builder_shared_cubins.json
+
+``--shared-cubins``: each batch is first compiled in this process as a cold round's ptxas tie order
+compiles its ties (``first_kernel_resources``, on the workers' count of threads), then built by a
+kept pool with the run's shared cubin folder (builder/cubin_cache.py) and by one with sharing off
+(``MS_PRUNER_CUBIN_CACHE=0``), in alternating order batch by batch: the build seconds a slice of
+picks the search compiled costs each way.
 """
 
 import argparse
@@ -17,7 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import provenance, write_json  # noqa: E402
+from _common import provenance, workload_and_target, write_json  # noqa: E402
 
 
 def main():
@@ -26,10 +34,15 @@ def main():
     parser.add_argument("--candidates", type=int, default=32)
     parser.add_argument("--nvcc-builds", type=int, default=8)
     parser.add_argument("--pool", action="store_true", help="time a fresh pool a batch against a kept one")
-    parser.add_argument("--gpu", default="h100", help="with --pool")
-    parser.add_argument("--batches", type=int, default=3, help="with --pool")
-    parser.add_argument("--per-batch", type=int, default=8, help="with --pool")
+    parser.add_argument("--gpu", default="h100", help="with --pool or --shared-cubins")
+    parser.add_argument("--batches", type=int, default=3, help="with --pool or --shared-cubins")
+    parser.add_argument("--per-batch", type=int, default=8, help="with --pool or --shared-cubins")
     parser.add_argument("--workers", type=int, default=None, help="with --pool; default: the physical cores")
+    parser.add_argument("--shared-cubins", nargs="*", default=None, metavar="WORKLOAD",
+                        help="build batches the search compiled with the run's shared cubins and without, for "
+                             "these workloads (none named: --workload)")
+    parser.add_argument("--space", default="auto", choices=("wmma", "mma", "all", "auto"),
+                        help="with --shared-cubins: the tensor-core space sampled")
     parser.add_argument("--out", default="docs/results/cpu/builder.json")
     args = parser.parse_args()
 
@@ -37,6 +50,8 @@ def main():
     register_tensor_intrinsics()
     if args.pool:
         return pool_batches(args)
+    if args.shared_cubins is not None:
+        return shared_cubin_batches(args)
     from tvm.s_tir.meta_schedule.builder.local_builder import default_build
 
     from ms_pruner.builder import lower_candidate
@@ -130,6 +145,52 @@ def pool_batches(args):
     kept.close()
     write_json(args.out, {**provenance(), "workload": args.workload,
                           "target": str(target), "workers": workers, "start_s": start_s, "batches": rows})
+
+
+def shared_cubin_batches(args):
+    import contextlib
+
+    from ms_pruner.builder import CUBIN_CACHE_ENV, default_max_workers, make_builder, run_cubin_cache
+
+    workers = args.workers or default_max_workers()
+    runs = []
+    with run_cubin_cache() as folder:
+        builders = {"shared": make_builder("pruner", max_workers=workers)}
+        os.environ[CUBIN_CACHE_ENV] = "0"
+        builders["apart"] = make_builder("pruner", max_workers=workers)
+        os.environ[CUBIN_CACHE_ENV] = folder
+        with contextlib.ExitStack() as stack:
+            for builder in builders.values():
+                builder.start_workers()
+                stack.callback(builder.close)
+            for spec in args.shared_cubins or [args.workload]:
+                runs.append(_shared_cubin_run(argparse.Namespace(**{**vars(args), "workload": spec}), builders, workers))
+    write_json(args.out, {**provenance(), "gpu": args.gpu, "space": args.space, "workers": workers, "runs": runs})
+
+
+def _shared_cubin_run(args, builders: dict, workers: int) -> dict:
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+    from ms_pruner.search import DesignSpace
+    from ms_pruner.search.first_round.ptxas_ties import first_kernel_resources
+    from ms_pruner.space import space_generator
+
+    mod, target, space = workload_and_target(args)
+    schedules = DesignSpace(mod, target, space=space_generator(space)).sample(args.batches * args.per_batch, seed=11)
+    rows = []
+    for index in range(args.batches):
+        batch = schedules[index * args.per_batch:(index + 1) * args.per_batch]
+        start = time.perf_counter()
+        reports = first_kernel_resources([s.mod for s in batch], target, workers)
+        row = {"batch": index, "candidates": len(batch), "search_compile_s": time.perf_counter() - start,
+               "search_compiled": sum(1 for r in reports if r is not None)}
+        for name in (("shared", "apart") if index % 2 == 0 else ("apart", "shared")):
+            start = time.perf_counter()
+            results = builders[name].build([BuilderInput(s.mod, target) for s in batch])
+            row[name] = dict(seconds=time.perf_counter() - start, **_built(results))
+        rows.append(row)
+        print(args.workload, row)
+    return {"workload": args.workload, "target": str(target), "space": space, "batches": rows}
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from tvm.s_tir import meta_schedule as ms
 from ..errors import UserError
 from .copy_lanes import COPY_LANES_ENV, copy_lanes_separated, prepare_permuted_copies
 from .cuda_binary import compile_cuda_to_cubin, device_module_formats, replace_cuda_sources
+from .cubin_cache import CUBIN_CACHE_ENV, cache_folder, run_cubin_cache
 from .cuda_compile import compile_with_nvcc, cuda_compile_scope, cuda_runtime_loaded
 from .fused_epilogue import FUSE_EPILOGUE_ENV, epilogue_fused, fuse_fragment_epilogues, fused_func
 from .parity_unroll import PARITY_UNROLL_ENV, parity_loops_unrolled
@@ -58,7 +59,8 @@ def make_builder(
                            f_export=export_candidate,
                            environment={COMPILE_DEVICE_CODE_ENV: "1" if compile_device_code else "0",
                                         COPY_LANES_ENV: "1" if copy_lanes_separated() else "0",
-                                        PARITY_UNROLL_ENV: "1" if parity_loops_unrolled() else "0"})
+                                        PARITY_UNROLL_ENV: "1" if parity_loops_unrolled() else "0",
+                                        CUBIN_CACHE_ENV: cache_folder() or "0"})
 
 
 def close_builder(builder) -> None:
@@ -97,6 +99,7 @@ __all__ = [
     "PARITY_UNROLL_ENV",
     "PRUNER_TIR_PIPELINE",
     "BuiltCandidate",
+    "CUBIN_CACHE_ENV",
     "KernelResources",
     "RecoveringLocalRunner",
     "alloc_argument",
@@ -131,6 +134,7 @@ __all__ = [
     "prepare_permuted_copies",
     "register_pruner_pipeline",
     "rewritten_schedule",
+    "run_cubin_cache",
     "rpc_alloc_argument",
     "start_builder_workers",
     "target_device_type",

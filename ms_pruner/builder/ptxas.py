@@ -5,7 +5,8 @@ nothing of the lowering path, so a fix to the generated source (parity_unroll.py
 
 The last few compiles are remembered (``recent_cubin``): the parity unroll compiles a source to
 read ptxas's report and code generation then compiles the same source again, ~1-5 s of nvcc a
-candidate; with the command TVM's, the cubin is the one TVM's compile would give.
+candidate; with the command TVM's, the cubin is the one TVM's compile would give. A tuning run's
+other processes find them too, in its shared folder (cubin_cache.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import List, Optional, Tuple
 
 import tvm
 from tvm.support import nvcc
+
+from .cubin_cache import store_compile, stored_compile
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
@@ -137,14 +140,25 @@ def recent_cubin(source: str, arch: str) -> Optional[bytes]:
     nvcc compile would run now, else None."""
     if any(os.environ.get(name) for name in _TVM_DEBUG_ENV):
         return None
-    found = _RECENT.get(_compile_key(source, arch))
+    found = _remembered(_compile_key(source, arch))
     return found[0] if found else None
+
+
+def _remembered(key: tuple) -> Optional[Tuple[bytes, List[KernelResources]]]:
+    """A compile this process made lately, or one the run's shared folder holds."""
+    found = _RECENT.get(key)
+    if found is None:
+        stored = stored_compile(key)
+        if stored is not None:
+            found = stored[0], parse_ptxas_report(stored[1])
+            _RECENT.put(key, found)
+    return found
 
 
 def cuda_source_compile(source: str, arch: str) -> Tuple[bytes, List[KernelResources]]:
     """Compile CUDA source for ``arch`` (``sm_90``) as TVM does: the cubin and ptxas's report."""
     key = _compile_key(source, arch)
-    found = _RECENT.get(key)
+    found = _remembered(key)
     if found is not None:
         return found
     with tempfile.TemporaryDirectory(prefix="ms_pruner_ptxas_") as tmp:
@@ -157,8 +171,10 @@ def cuda_source_compile(source: str, arch: str) -> Tuple[bytes, List[KernelResou
             raise RuntimeError(f"nvcc failed for {arch}: {last[0]}")
         with open(cubin_path, "rb") as f:
             cubin = f.read()
-    compiled = cubin, parse_ptxas_report(proc.stdout + proc.stderr)
+    report = proc.stdout + proc.stderr
+    compiled = cubin, parse_ptxas_report(report)
     _RECENT.put(key, compiled)
+    store_compile(key, cubin, report)
     return compiled
 
 

@@ -16,7 +16,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
 
 from ..analysis import StaticAnalyzer
-from ..builder import close_builder, make_builder, make_runner, start_builder_workers
+from ..builder import close_builder, make_builder, make_runner, run_cubin_cache, start_builder_workers
 from ..cost_model import PSACostModel
 from ..cost_model.pacm import MOA_MOMENTUM, PaCM, pretrained_momentum
 from ..database.records import best_record, mean_latency, open_database, records_for, workload_flops
@@ -172,30 +172,40 @@ def instrumented_session(work_dir: str, total_trials: int, strategy_obj, builder
     round lines with the tuned workload (resume.workload_tag); ``call`` labels them with the
     caller's count of calls (tune_tir). ``cost_model``'s imports are made before the clock starts
     (import_model_dependencies), and a builder made here from its name starts its kept workers
-    before it too. The progress bar closes, the logging guard lifts and that builder's workers stop
-    however the tuning call ends.
+    before it too. The session holds the run's shared cubin folder (builder.run_cubin_cache: that
+    builder's workers take what the search compiled). The progress bar closes, the logging guard
+    lifts, that builder's workers stop and the folder goes however the tuning call ends.
     """
     import_model_dependencies(cost_model)
     # Builder and runner first: the runner starts a worker process to check its functions, our
     # builder its kept workers (seconds, the same for every strategy), process start-up like the
     # imports before it, which no clock counts.
-    owned = isinstance(builder, str)
-    builder = make_builder(builder) if owned else builder
+    with run_cubin_cache():
+        owned = isinstance(builder, str)
+        builder = make_builder(builder) if owned else builder
+        with _builder_and_bar(builder, owned, total_trials, desc, progress) as bar:
+            runner = runner if runner is not None else make_runner()
+            clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=total_trials,
+                               strategy_timings=getattr(strategy_obj, "timings", None), resume=resume,
+                               workload=workload, call=call)
+            measure = {
+                "builder": TimedBuilder(builder, clock),
+                "runner": TimedRunner(runner, clock),
+                "measure_callbacks": ms.MeasureCallback.create("default") + [ProgressCallback(clock)],
+            }
+            with metaschedule_logging_guard(), graceful_interrupts():
+                yield clock, measure
+
+
+@contextlib.contextmanager
+def _builder_and_bar(builder, owned: bool, total_trials: int, desc: str, progress: bool):
+    """The builder's kept workers started and a progress bar open for the ``with``; the bar closed and,
+    where the session made the builder (``owned``), its workers stopped however it ends."""
     bar = None
     try:
         start_builder_workers(builder)
-        runner = runner if runner is not None else make_runner()
         bar = tqdm(total=total_trials, unit="trial", desc=desc, disable=not progress)
-        clock = RoundClock(log_path=os.path.join(work_dir, ROUND_LOG), progress=bar, total_trials=total_trials,
-                           strategy_timings=getattr(strategy_obj, "timings", None), resume=resume,
-                           workload=workload, call=call)
-        measure = {
-            "builder": TimedBuilder(builder, clock),
-            "runner": TimedRunner(runner, clock),
-            "measure_callbacks": ms.MeasureCallback.create("default") + [ProgressCallback(clock)],
-        }
-        with metaschedule_logging_guard(), graceful_interrupts():
-            yield clock, measure
+        yield bar
     finally:
         if bar is not None:
             bar.close()
