@@ -2,20 +2,20 @@
 with ``--pool``, seconds per batch with a fresh worker pool each batch (MetaSchedule's LocalBuilder)
 against one pool kept across batches (``KeptPoolBuilder``).
 
-    python scripts/bench_builder.py --out docs/results/cpu/builder.json
-    python scripts/bench_builder.py --pool --out docs/results/cpu/builder_pool.json
+    python scripts/bench_builder.py --out builder.json
+    python scripts/bench_builder.py --pool --out builder_pool.json
 
 With ``--pool`` both build the same batches with the same build functions (nvcc to cubin where nvcc
 is present), alternating fresh and kept batch by batch; the kept pool's workers are started before
 its first batch and timed apart (``start_s``), as a tuning session starts them before its clock.
 
-    python scripts/bench_builder.py --shared-cubins WORKLOAD ... --out docs/results/cpu/builder_shared_cubins.json
+    python scripts/bench_builder.py --shared-cubins WORKLOAD ... --out builder_shared_cubins.json
 
 ``--shared-cubins``: each batch is first compiled in this process as a cold round's ptxas tie order
 compiles its ties (``first_kernel_resources``, on the workers' count of threads), then built by a
 kept pool with the run's shared cubin folder (builder/cubin_cache.py) and by one with sharing off
 (``MS_PRUNER_CUBIN_CACHE=0``), in alternating order batch by batch: the build seconds a slice of
-picks the search compiled costs each way.
+picks the search compiled costs each way. docs/results/cpu/builder.tgz holds the three outputs.
 """
 
 import argparse
@@ -43,7 +43,7 @@ def main():
                              "these workloads (none named: --workload)")
     parser.add_argument("--space", default="auto", choices=("wmma", "mma", "all", "auto"),
                         help="with --shared-cubins: the tensor-core space sampled")
-    parser.add_argument("--out", default="docs/results/cpu/builder.json")
+    parser.add_argument("--out", default="builder.json")
     args = parser.parse_args()
 
     from ms_pruner.intrinsics import register_tensor_intrinsics

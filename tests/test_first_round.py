@@ -79,6 +79,9 @@ def test_gpu_cold_round_compiles_its_favourite_ties_and_picks_by_registers(tenso
     searched = strategy
     assert 0 < timing["ptxas_reported"] <= timing["ptxas_compiled"] == len(searched.first_round.tie_order.reports) <= 64
     assert timing["ptxas_s"] > 0 and 0 <= timing["ptxas_promoted"] <= timing["ptxas_reported"]
+    # Picks it compiled: the builder's workers take their cubins from the run's shared folder.
+    compiled = [c for c in picks if searched.first_round.tie_order.reports.get(searched.facts.key(c.sch)) is not None]
+    assert 0 < timing["ptxas_picked"] == len(compiled) <= len(picks)
     reports = [r for r in searched.first_round.tie_order.reports.values() if r is not None]
     median = statistics.median(r.registers for r in reports)
     favourite = kernel_geometry(searched.analyzer.estimate(picks[0].sch.mod).features)

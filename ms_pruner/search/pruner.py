@@ -246,5 +246,5 @@ class PrunerSearch(PySearchStrategy):
         keep = self.settings.carry_over
         self.carry = policy.carried(unpicked, keep) if policy is not None else unpicked[:keep]
         if policy is not None:
-            stats.update(policy.tie_order.stats)
+            stats.update(policy.tie_order.round_stats(picks))
         return picks

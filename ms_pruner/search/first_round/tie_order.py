@@ -49,6 +49,15 @@ class TieOrder:
             spread, facts.geometry, latency, self.band, self.ptxas_ties, self._reports)
         return spread
 
+    def round_stats(self, picks: List) -> Dict[str, float]:
+        """The last batch's compiles for the round log, and how many of the batch's ``picks`` this
+        strategy has compiled (``ptxas_picked``): the builder takes their cubins from the run's
+        shared folder (builder/cubin_cache.py) instead of compiling them again."""
+        if not self.reports:
+            return dict(self.stats)
+        compiled = sum(1 for s in picks if self.reports.get(self.facts.key(s)) is not None)
+        return {**self.stats, "ptxas_picked": compiled}
+
     def _reports(self, schedules: List) -> List:
         start = time.perf_counter()
         missing = {self.facts.key(s): s for s in schedules if self.facts.key(s) not in self.reports}
