@@ -209,6 +209,24 @@ def test_the_builders_workers_take_the_cubins_the_search_compiled(candidates, mo
     assert not os.path.exists(folder) and CUBIN_CACHE_ENV not in os.environ
 
 
+def test_a_cubin_folder_the_user_names_is_kept_and_0_turns_sharing_off(tmp_path, monkeypatch):
+    """``run_cubin_cache`` makes and removes a folder only where the environment names none: a folder
+    named there is used and kept (a compile left in it is found again), ``0`` shares nothing."""
+    from ms_pruner.builder import CUBIN_CACHE_ENV, run_cubin_cache
+    from ms_pruner.builder.cubin_cache import store_compile, stored_compile
+
+    monkeypatch.setenv(CUBIN_CACHE_ENV, str(tmp_path))
+    with run_cubin_cache() as folder:
+        store_compile(("nvcc", "source"), b"cubin", "report")
+    assert folder == str(tmp_path) and stored_compile(("nvcc", "source")) == (b"cubin", "report")
+    assert stored_compile(("nvcc", "other source")) is None
+    monkeypatch.setenv(CUBIN_CACHE_ENV, "0")
+    with run_cubin_cache() as folder:
+        store_compile(("nvcc", "source 2"), b"cubin", "report")
+        assert folder is None and stored_compile(("nvcc", "source")) is None
+    assert len(list(tmp_path.iterdir())) == 2  # the first compile's cubin and report, nothing of the second
+
+
 def test_blob_rewrite_keeps_the_function_table(candidates):
     from tvm.runtime import _ffi_api
 

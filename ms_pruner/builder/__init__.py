@@ -20,8 +20,8 @@ from tvm.s_tir import meta_schedule as ms
 
 from ..errors import UserError
 from .copy_lanes import COPY_LANES_ENV, copy_lanes_separated, prepare_permuted_copies
-from .cuda_binary import compile_cuda_to_cubin, device_module_formats, replace_cuda_sources
 from .cubin_cache import CUBIN_CACHE_ENV, cache_folder, run_cubin_cache
+from .cuda_binary import compile_cuda_to_cubin, device_module_formats, replace_cuda_sources
 from .cuda_compile import compile_with_nvcc, cuda_compile_scope, cuda_runtime_loaded
 from .fused_epilogue import FUSE_EPILOGUE_ENV, epilogue_fused, fuse_fragment_epilogues, fused_func
 from .parity_unroll import PARITY_UNROLL_ENV, parity_loops_unrolled
