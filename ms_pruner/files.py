@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from typing import Union
 
 from .errors import UserError
@@ -24,8 +25,10 @@ def make_folder(path: str, what: str) -> None:
 
 
 def replace_file(path: str, data: Union[str, bytes]) -> None:
-    """``path`` holds ``data`` afterwards; until the final rename it holds what it held before."""
-    staging = f"{path}.{os.getpid()}.writing"
+    """``path`` holds ``data`` afterwards; until the final rename it holds what it held before. Each
+    writer (process and thread) stages in a file of its own, so two writing one path at once do not
+    share a staging file."""
+    staging = f"{path}.{os.getpid()}.{threading.get_ident()}.writing"
     mode, encoding = ("wb", None) if isinstance(data, bytes) else ("w", "utf-8")
     try:
         with open(staging, mode, encoding=encoding) as handle:

@@ -14,7 +14,7 @@ its first batch and timed apart (``start_s``), as a tuning session starts them b
 ``--shared-cubins``: each batch is first compiled in this process as a cold round's ptxas tie order
 compiles its ties (``first_kernel_resources``, on the workers' count of threads), then built by a
 kept pool with the run's shared cubin folder (builder/cubin_cache.py) and by one with sharing off
-(``MS_PRUNER_CUBIN_CACHE=0``), in alternating order batch by batch: the build seconds a slice of
+(``make_builder(share_cubins=False)``, as ``MS_PRUNER_CUBIN_CACHE=0`` makes it), in alternating order batch by batch: the build seconds a slice of
 picks the search compiled costs each way. docs/results/cpu/builder.tgz holds the three outputs.
 """
 
@@ -150,15 +150,13 @@ def pool_batches(args):
 def shared_cubin_batches(args):
     import contextlib
 
-    from ms_pruner.builder import CUBIN_CACHE_ENV, default_max_workers, make_builder, run_cubin_cache
+    from ms_pruner.builder import default_max_workers, make_builder, run_cubin_cache
 
     workers = args.workers or default_max_workers()
     runs = []
-    with run_cubin_cache() as folder:
-        builders = {"shared": make_builder("pruner", max_workers=workers)}
-        os.environ[CUBIN_CACHE_ENV] = "0"
-        builders["apart"] = make_builder("pruner", max_workers=workers)
-        os.environ[CUBIN_CACHE_ENV] = folder
+    with run_cubin_cache():
+        builders = {"shared": make_builder("pruner", max_workers=workers),
+                    "apart": make_builder("pruner", max_workers=workers, share_cubins=False)}
         with contextlib.ExitStack() as stack:
             for builder in builders.values():
                 builder.start_workers()

@@ -168,24 +168,16 @@ def test_artifact_holds_compiled_device_code(candidates):
         assert device_module_formats(str(source_only[0].artifact_path)) == ["cuda"]
 
 
-def _packed_device_code(result) -> bytes:
-    import tarfile
-
-    with tarfile.open(str(result.artifact_path)) as tar:
-        member = next(m for m in tar.getmembers() if m.name.endswith("devc.o"))
-        return tar.extractfile(member).read()
-
-
 @needs_nvcc
 def test_the_builders_workers_take_the_cubins_the_search_compiled(candidates, monkeypatch):
     """A cubin the tuning process compiled (ptxas's tie order: ``cuda_source_compile``) is taken from
     the run's shared folder by the builder's worker processes instead of compiled again; with
-    MS_PRUNER_CUBIN_CACHE=0 they compile it, and the folder goes with the run. The stored cubin is
+    ``share_cubins=False`` they compile it, and the folder goes with the run. The stored cubin is
     swapped for a marker to tell the two apart (a GPU machine would load it: the test runs without)."""
     import glob
     import os
 
-    from ms_pruner.builder import CUBIN_CACHE_ENV, cuda_sources, run_cubin_cache
+    from ms_pruner.builder import CUBIN_CACHE_ENV, cuda_sources, packed_device_code, run_cubin_cache
     from ms_pruner.builder.resources import cuda_source_compile
 
     if cuda_runtime_loaded():
@@ -200,12 +192,11 @@ def test_the_builders_workers_take_the_cubins_the_search_compiled(candidates, mo
         with open(stored, "wb") as handle:
             handle.write(marker)
         shared = _build(make_builder("pruner", max_workers=1), target, schedules[:1])
-        os.environ[CUBIN_CACHE_ENV] = "0"
-        apart = _build(make_builder("pruner", max_workers=1), target, schedules[:1])
-        os.environ[CUBIN_CACHE_ENV] = folder
+        apart = _build(make_builder("pruner", max_workers=1, share_cubins=False), target, schedules[:1])
     assert [r.error_msg for r in shared + apart] == [None, None]
-    assert marker in _packed_device_code(shared[0])
-    assert marker not in _packed_device_code(apart[0]) and device_module_formats(str(apart[0].artifact_path)) == ["cubin"]
+    assert marker in packed_device_code(str(shared[0].artifact_path))
+    apart_path = str(apart[0].artifact_path)
+    assert marker not in packed_device_code(apart_path) and device_module_formats(apart_path) == ["cubin"]
     assert not os.path.exists(folder) and CUBIN_CACHE_ENV not in os.environ
 
 

@@ -21,7 +21,7 @@ from tvm.s_tir import meta_schedule as ms
 from ..errors import UserError
 from .copy_lanes import COPY_LANES_ENV, copy_lanes_separated, prepare_permuted_copies
 from .cubin_cache import CUBIN_CACHE_ENV, cache_folder, run_cubin_cache
-from .cuda_binary import compile_cuda_to_cubin, device_module_formats, replace_cuda_sources
+from .cuda_binary import compile_cuda_to_cubin, device_module_formats, packed_device_code, replace_cuda_sources
 from .cuda_compile import compile_with_nvcc, cuda_compile_scope, cuda_runtime_loaded
 from .fused_epilogue import FUSE_EPILOGUE_ENV, epilogue_fused, fuse_fragment_epilogues, fused_func
 from .parity_unroll import PARITY_UNROLL_ENV, parity_loops_unrolled
@@ -46,9 +46,11 @@ def make_builder(
     max_workers: Optional[int] = None,
     timeout_sec: float = 120.0,
     compile_device_code: bool = True,
+    share_cubins: bool = True,
 ):
     """Our build/export functions in a ``KeptPoolBuilder`` (LocalBuilder's build, its worker processes
-    kept across batches: pool.py), or MetaSchedule's own ``LocalBuilder`` (``"stock"``)."""
+    kept across batches: pool.py), or MetaSchedule's own ``LocalBuilder`` (``"stock"``). With
+    ``share_cubins=False`` its workers compile every candidate, whatever the run's cubin folder holds."""
     workers = max_workers or default_max_workers()
     if kind == "stock":
         return ms.builder.LocalBuilder(max_workers=workers)
@@ -60,7 +62,7 @@ def make_builder(
                            environment={COMPILE_DEVICE_CODE_ENV: "1" if compile_device_code else "0",
                                         COPY_LANES_ENV: "1" if copy_lanes_separated() else "0",
                                         PARITY_UNROLL_ENV: "1" if parity_loops_unrolled() else "0",
-                                        CUBIN_CACHE_ENV: cache_folder() or "0"})
+                                        CUBIN_CACHE_ENV: (share_cubins and cache_folder()) or "0"})
 
 
 def close_builder(builder) -> None:
@@ -129,6 +131,7 @@ __all__ = [
     "lower_candidate",
     "make_builder",
     "make_runner",
+    "packed_device_code",
     "parse_ptxas_report",
     "replace_cuda_sources",
     "prepare_permuted_copies",

@@ -23,6 +23,8 @@ import shutil
 import tempfile
 from typing import Optional, Tuple
 
+from ..files import replace_file
+
 CUBIN_CACHE_ENV = "MS_PRUNER_CUBIN_CACHE"
 OFF = "0"
 
@@ -65,21 +67,15 @@ def stored_compile(key: tuple) -> Optional[Tuple[bytes, str]]:
 
 
 def store_compile(key: tuple, cubin: bytes, report: str) -> None:
-    """Leave a compile in the folder (when one is set): each file is written beside its name and moved
-    over it, the report last, so a reader that finds the report finds the whole cubin."""
+    """Leave a compile in the folder (when one is set), each file whole (``files.replace_file``), the
+    report last, so a reader that finds the report finds the whole cubin; one that cannot be written
+    is left out (a later compile of that source runs nvcc)."""
     folder = cache_folder()
     if folder is None:
         return
-    for path, data in zip(_paths(folder, key), (cubin, report.encode())):
-        staging = f"{path}.{os.getpid()}.{id(data)}.writing"
-        try:
-            with open(staging, "wb") as handle:
-                handle.write(data)
-            os.replace(staging, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.remove(staging)
-            return
+    with contextlib.suppress(OSError):
+        for path, data in zip(_paths(folder, key), (cubin, report)):
+            replace_file(path, data)
 
 
 @contextlib.contextmanager

@@ -152,14 +152,19 @@ def _host_llvm_target(module) -> str:
     return host.get_function("_get_target_string")()
 
 
+def packed_device_code(artifact_path: str) -> bytes:
+    """The ``devc.o`` of an exported tar artifact: the object file holding its packed import blob."""
+    with tarfile.open(artifact_path) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("devc.o"))
+        return tar.extractfile(member).read()
+
+
 def device_module_formats(artifact_path: str) -> List[str]:
     """Formats of the CUDA modules packed in an exported tar artifact ('cuda' means source).
 
     Reads the blob back from the artifact's ``devc.o`` without loading it, so it works without a GPU.
     """
-    with tarfile.open(artifact_path) as tar:
-        member = next(m for m in tar.getmembers() if m.name.endswith("devc.o"))
-        data = tar.extractfile(member).read()
+    data = packed_device_code(artifact_path)
     host_marker = data.find(_string(b"_lib"))
     for start in range(max(host_marker, 0)):  # the blob starts shortly before its "_lib" entry
         (total,) = _U64.unpack_from(data, start)
