@@ -1,7 +1,9 @@
 """Measuring through TVM's RPC tracker: a real tracker and real servers on loopback, started here."""
 
 import json
+import logging
 import os
+import socket
 import threading
 import time
 
@@ -79,6 +81,43 @@ def test_with_every_server_gone_the_run_stops_in_one_line_and_a_rerun_resumes(tm
         running.add_server()
         assert _tune(work_dir, str(running.tracker), trials=24) == 0
         assert f"24 records ({24 - kept} new)" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_tracker_gone_mid_run_stops_it_in_one_line_and_another_tracker_resumes_it(tmp_path, capsys):
+    work_dir = str(tmp_path / "wd")
+    with fleet(tmp_path, 1) as running:
+        _when_records(work_dir, 8, lambda: running.kill(running.tracker_process))
+        assert _tune(work_dir, str(running.tracker)) == 3
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err == (f"ms-pruner: error: the RPC tracker at 127.0.0.1:{running.port} no longer answers; "
+                       "records measured so far are kept, rerun with it up to resume")
+        kept = _records(work_dir)
+        assert 8 <= kept < 16
+    with fleet(tmp_path, 1) as running:
+        assert _tune(work_dir, str(running.tracker)) == 0
+        assert f"16 records ({16 - kept} new)" in capsys.readouterr().out
+
+
+def test_an_address_where_no_tracker_answers_is_refused_at_once(tmp_path, capsys):
+    """TVM's client retries a refused connection for a minute, warning every 5 s; the tune refuses
+    at the first try, before a work dir is made."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    retries, warnings = [], logging.Handler(logging.WARNING)
+    warnings.emit = retries.append
+    rpc_log = logging.getLogger("RPCServer")  # tvm.rpc.base's, which does not propagate
+    rpc_log.addHandler(warnings)
+    try:
+        assert main(["tune", SPEC, "--target", "llvm", "--rpc", f"127.0.0.1:{port}:{KEY}",
+                     "--work-dir", str(tmp_path / "wd")]) == 2
+    finally:
+        rpc_log.removeHandler(warnings)
+    assert not retries, retries[0].getMessage()
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"ms-pruner: error: no RPC tracker answers at 127.0.0.1:{port} (") and len(err.splitlines()) == 1
+    assert not (tmp_path / "wd").exists()
 
 
 def test_a_cuda_target_is_refused_where_the_servers_have_no_cuda_device(tmp_path, capsys):

@@ -8,7 +8,8 @@ candidate, not once a task as the local runner does (docs/distributed.md measure
 
 Faults: a server that dies costs the candidates it held (run errors); the others go on. A batch
 waits on the tracker for a free server, so with none left it would wait forever: ``FleetRunner``
-stops the call instead, with one line (``NoServerLeft``), the records measured so far kept.
+stops the call instead, with one line (``NoServerLeft``), the records measured so far kept; so it
+does when the tracker stops answering (TVM's client would retry each connection for a minute).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import dataclasses
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -34,6 +36,8 @@ from ..errors import UserError
 from .interrupt import stop_now
 
 SESSION_TIMEOUT_S = 60.0
+CONNECT_TIMEOUT_S = 10.0  # a tracker's host that does not answer at all
+TRACKER_MAGIC = struct.pack("<i", rpc.base.RPC_TRACKER_MAGIC)
 WAIT_S = 0.05  # how often a batch's futures are looked at
 ENVIRONMENT = ("TVM_TRACKER_HOST", "TVM_TRACKER_PORT", "TVM_TRACKER_KEY")
 
@@ -77,11 +81,25 @@ class Tracker:
 
     def servers(self) -> int:
         """How many servers the tracker holds for the key, busy or free."""
+        self.require_listening()
         try:
             summary = rpc.connect_tracker(self.host, self.port).summary()
         except (OSError, RuntimeError) as err:
             raise UserError(f"cannot reach the RPC tracker at {self.host}:{self.port}: {err}") from err
         return sum(1 for server in summary.get("server_info", []) if server.get("key") == f"server:{self.key}")
+
+    def require_listening(self) -> None:
+        """One line at once where nothing answers at the tracker's address. TVM's client retries a
+        refused connection for a minute with a warning every 5 s (``connect_with_retry``: made for a
+        tracker that restarts), so a mistyped port would cost that minute."""
+        try:
+            with socket.create_connection((self.host, self.port), timeout=CONNECT_TIMEOUT_S) as sock:
+                sock.sendall(TRACKER_MAGIC)  # a tracker's session, as the client opens one: no error in its log
+                sock.recv(len(TRACKER_MAGIC))
+        except OSError as err:
+            raise UserError(f"no RPC tracker answers at {self.host}:{self.port} ({err.strerror or err}): start one "
+                            f"there (python -m tvm.exec.rpc_tracker --port {self.port}) or correct --rpc HOST:PORT:KEY"
+                            ) from err
 
     def rpc_config(self):
         return ms.runner.RPCConfig(tracker_host=self.host, tracker_port=self.port, tracker_key=self.key,
@@ -125,7 +143,8 @@ class Tracker:
 
 @derived_object
 class FleetRunner(PyRunner):
-    """``RPCRunner`` over a tracker's servers that stops the call when the tracker holds none."""
+    """``RPCRunner`` over a tracker's servers that stops the call when the tracker holds none, or
+    no longer answers."""
 
     def __init__(self, tracker: Tracker, inner, poll_s: float = 1.0, grace_s: float = 5.0):
         super().__init__()
@@ -133,9 +152,11 @@ class FleetRunner(PyRunner):
         self.inner = inner
         self.poll_s = poll_s
         self.grace_s = grace_s
+        self.unanswered = False
 
     def run(self, runner_inputs):
-        self._require_servers()
+        if self._servers() == 0:
+            raise self._gone()
         futures = self.inner.run(runner_inputs)
         lost_since, asked = None, time.monotonic()
         while not all(future.done() for future in futures):
@@ -143,7 +164,7 @@ class FleetRunner(PyRunner):
             if time.monotonic() - asked < self.poll_s:
                 continue
             asked = time.monotonic()
-            if self.tracker.servers() > 0:
+            if self._servers() > 0:
                 lost_since = None
             elif lost_since is None:
                 lost_since = asked
@@ -151,9 +172,13 @@ class FleetRunner(PyRunner):
                 raise self._gone()
         return futures
 
-    def _require_servers(self) -> None:
-        if self.tracker.servers() == 0:
-            raise self._gone()
+    def _servers(self) -> int:
+        """The key's servers, 0 while the tracker does not answer (``unanswered``)."""
+        try:
+            count, self.unanswered = self.tracker.servers(), False
+        except UserError:
+            count, self.unanswered = 0, True
+        return count
 
     def _gone(self) -> NoServerLeft:
         """The stop to raise: on its way out of MetaSchedule's C++ the FFI turns it into a
@@ -161,9 +186,10 @@ class FleetRunner(PyRunner):
         on the tracker for a server, are stopped: one that got a server later would measure for
         nobody."""
         self.inner.pool.shutdown(wait=False)
-        return stop_now(NoServerLeft(f"no RPC server left for key '{self.tracker.key}' at {self.tracker.host}:"
-                            f"{self.tracker.port}; records measured so far are kept, rerun with a server up "
-                            "to resume"))
+        where = f"{self.tracker.host}:{self.tracker.port}"
+        what, needed = (f"the RPC tracker at {where} no longer answers", "it") if self.unanswered else \
+            (f"no RPC server left for key '{self.tracker.key}' at {where}", "a server")
+        return stop_now(NoServerLeft(f"{what}; records measured so far are kept, rerun with {needed} up to resume"))
 
 
 def make_fleet_runner(tracker: Tracker, target, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100,
@@ -190,17 +216,19 @@ class LocalFleet:
         self.tracker_process = self._start("tracker", "tvm.exec.rpc_tracker", "--host", "127.0.0.1",
                                            "--port", str(self.port), "--port-end", str(self.port + 1))
         self.tracker = Tracker("127.0.0.1", self.port, key)
+        self._wait(self._listening)  # a server started sooner retries its connection every 5 s
         for _ in range(servers):
-            self.add_server()
+            self.add_server(wait=False)
+        self._wait(self._all_registered)
 
-    def add_server(self):
+    def add_server(self, wait: bool = True):
         base = _free_port()
         server = self._start(f"server{len(self.servers)}", "tvm.exec.rpc_server", "--tracker",
                              f"127.0.0.1:{self.port}", "--key", self.key, "--host", "127.0.0.1", "--port", str(base),
                              "--port-end", str(base + 50))
         self.servers.append(server)
-        running = sum(1 for s in self.servers if s.poll() is None)
-        self._wait(lambda: self._registered() == running)
+        if wait:
+            self._wait(self._all_registered)
         return server
 
     def kill(self, process) -> None:
@@ -218,11 +246,21 @@ class LocalFleet:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _registered(self) -> int:
+    def _listening(self) -> bool:
+        if self.tracker_process.poll() is not None:
+            raise UserError(f"the local RPC tracker exited; see {os.path.join(self.log_dir, 'tracker.log')}")
         try:
-            return Tracker("127.0.0.1", self.port, self.key).servers()
+            self.tracker.require_listening()
         except UserError:
-            return -1  # the tracker is not up yet
+            return False
+        return True
+
+    def _all_registered(self) -> bool:
+        running = sum(1 for s in self.servers if s.poll() is None)
+        try:
+            return self.tracker.servers() == running
+        except UserError:
+            return False
 
     def _start(self, name: str, module: str, *args):
         log = open(os.path.join(self.log_dir, f"{name}.log"), "w")  # pylint: disable=consider-using-with
