@@ -128,6 +128,11 @@ def test_a_cuda_target_is_refused_where_the_servers_have_no_cuda_device(tmp_path
         err = capsys.readouterr().err.strip()
         assert err == f"ms-pruner: error: the servers under key '{KEY}' have no cuda device; target cuda refused"
         assert not (tmp_path / "wd").exists() and _measured_by(running, 0) == 0
+        assert main(["tune", SPEC, "--target", "llvm", "--trials", "8", "--work-dir", str(tmp_path / "wd"),
+                     "--rpc", f"127.0.0.1:{running.port}:{KEY}-typo"]) == 2
+        assert capsys.readouterr().err.strip() == (f"ms-pruner: error: the RPC tracker at 127.0.0.1:{running.port} "
+                                                   f"holds no server for key '{KEY}-typo'; servers by key: '{KEY}' (1)")
+        assert not (tmp_path / "wd").exists()
     assert main(["tune", SPEC, "--target", "llvm", "--rpc", "localhost:nine:key"]) == 2
     assert "--rpc takes HOST:PORT:KEY" in capsys.readouterr().err
 

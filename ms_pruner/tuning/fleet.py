@@ -14,6 +14,7 @@ does when the tracker stops answering (TVM's client would retry each connection 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import os
@@ -81,12 +82,17 @@ class Tracker:
 
     def servers(self) -> int:
         """How many servers the tracker holds for the key, busy or free."""
+        return self.servers_by_key()[self.key]
+
+    def servers_by_key(self) -> collections.Counter:
+        """How many servers the tracker holds under each key (``query_rpc_tracker``'s list)."""
         self.require_listening()
         try:
             summary = rpc.connect_tracker(self.host, self.port).summary()
         except (OSError, RuntimeError) as err:
             raise UserError(f"cannot reach the RPC tracker at {self.host}:{self.port}: {err}") from err
-        return sum(1 for server in summary.get("server_info", []) if server.get("key") == f"server:{self.key}")
+        return collections.Counter(server.get("key", "").partition("server:")[2]
+                                   for server in summary.get("server_info", []))
 
     def require_listening(self) -> None:
         """One line at once where nothing answers at the tracker's address. TVM's client retries a
@@ -120,9 +126,12 @@ class Tracker:
     def check_device(self, target) -> int:
         """The number of servers, once one of them has shown a device ``target`` can run on: a CUDA
         device of the target's compute capability for a CUDA target, a CPU for ``llvm``."""
-        count = self.servers()
+        held = self.servers_by_key()
+        count = held[self.key]
         if count == 0:
-            raise UserError(f"the RPC tracker at {self.host}:{self.port} holds no server for key '{self.key}'")
+            others = ", ".join(f"'{key}' ({n})" for key, n in sorted(held.items())) or "none"
+            raise UserError(f"the RPC tracker at {self.host}:{self.port} holds no server for key '{self.key}'; "
+                            f"servers by key: {others}")
         session = self.rpc_config().connect_server()
         kind = target.kind.name
         try:
