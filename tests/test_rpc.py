@@ -3,6 +3,7 @@
 import json
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -10,8 +11,11 @@ import time
 import pytest
 
 from ms_pruner.cli import main
-from ms_pruner.database.records import open_database
-from ms_pruner.tuning.fleet import LocalFleet
+from ms_pruner.database.records import is_valid, open_database
+from ms_pruner.hardware import llvm_target
+from ms_pruner.tuning import tune_tir
+from ms_pruner.tuning.fleet import LocalFleet, make_fleet_runner
+from ms_pruner.workloads import parse_workload
 
 SPEC = "matmul:128x128x128:float32:float32"
 KEY = "cpu-test"
@@ -66,6 +70,26 @@ def test_a_server_killed_mid_run_costs_only_its_candidates(tmp_path, capsys):
         assert _tune(work_dir, str(running.tracker), trials=24) == 0
         assert "24 records (24 new)" in capsys.readouterr().out
         assert running.tracker.servers() == 1 and _records(work_dir) == 24
+
+
+@pytest.mark.slow
+def test_a_server_that_hangs_mid_run_costs_only_the_candidate_it_held(tmp_path):
+    """A stopped server keeps its connection, so the tracker still counts it: the candidate it held
+    is a run error once the runner's time limit passes, and the other server measures the rest."""
+    work_dir = str(tmp_path / "wd")
+    with fleet(tmp_path, 2) as running:
+        hung = running.servers[1]
+        # resumed after a while, so a runner without the limit ends the test (its candidate measured late)
+        resume = threading.Timer(60.0, lambda: os.killpg(hung.pid, signal.SIGCONT))
+        resume.daemon = True
+        _when_records(work_dir, 8, lambda: (os.killpg(hung.pid, signal.SIGSTOP), resume.start()))
+        runner = make_fleet_runner(running.tracker, llvm_target(), timeout_s=5.0)
+        result = tune_tir(parse_workload(SPEC).prim_func(), llvm_target(), work_dir, 24, "pruner", runner=runner,
+                          num_trials_per_iter=8, seed=0, progress=False)
+        records = list(open_database(work_dir).get_all_tuning_records())
+        failed = sum(1 for record in records if not is_valid(record))
+        assert len(records) == 24 and 1 <= failed <= 2 and result.best_latency_s < 1.0
+        assert running.tracker.servers() == 2  # registered all along: only the time limit freed its candidate
 
 
 @pytest.mark.slow

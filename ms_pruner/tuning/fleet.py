@@ -31,6 +31,7 @@ from tvm import rpc
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.runner import PyRunner, rpc_runner
+from tvm.support.popen_pool import PopenPoolExecutor
 
 from ..builder import rpc_alloc_argument, target_device_type
 from ..errors import UserError
@@ -107,9 +108,9 @@ class Tracker:
                             f"there (python -m tvm.exec.rpc_tracker --port {self.port}) or correct --rpc HOST:PORT:KEY"
                             ) from err
 
-    def rpc_config(self):
+    def rpc_config(self, timeout_s: float = SESSION_TIMEOUT_S):
         return ms.runner.RPCConfig(tracker_host=self.host, tracker_port=self.port, tracker_key=self.key,
-                                   session_priority=1, session_timeout_sec=SESSION_TIMEOUT_S)
+                                   session_priority=1, session_timeout_sec=timeout_s)
 
     @contextlib.contextmanager
     def loaded(self, artifact: str, device_type: str):
@@ -202,15 +203,25 @@ class FleetRunner(PyRunner):
 
 
 def make_fleet_runner(tracker: Tracker, target, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100,
-                      workers: Optional[int] = None):
+                      workers: Optional[int] = None, timeout_s: float = SESSION_TIMEOUT_S):
     """A FleetRunner measuring on ``tracker``'s servers with the local runner's evaluator settings,
-    once the servers' device was checked against ``target``; ``workers`` defaults to the servers."""
+    once the servers' device was checked against ``target``; ``workers`` defaults to the servers.
+    A candidate not measured within ``timeout_s`` (its server hangs) is a run error."""
     servers = tracker.check_device(target)
     config = ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
                                        enable_cpu_cache_flush=False)
-    inner = ms.runner.RPCRunner(rpc_config=tracker.rpc_config(), evaluator_config=config,
+    inner = ms.runner.RPCRunner(rpc_config=tracker.rpc_config(timeout_s), evaluator_config=config,
                                 max_workers=workers or servers, f_alloc_argument=rpc_alloc_argument)
+    inner.pool = candidate_pool(workers or servers, timeout_s)
     return FleetRunner(tracker, inner)
+
+
+def candidate_pool(workers: int, timeout_s: float) -> PopenPoolExecutor:
+    """RPCRunner's pool with a limit a candidate: TVM 0.27's has none, so a server that hangs (stopped,
+    its connection kept open) held its candidate's worker, and the round, forever. Past ``timeout_s``
+    the worker is killed and the candidate is a run error ("RPCRunner: Timeout, killed after ...");
+    the tracker hands that server to nobody else until it registers again."""
+    return PopenPoolExecutor(max_workers=workers, timeout=timeout_s)
 
 
 class LocalFleet:
