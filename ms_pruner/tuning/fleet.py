@@ -217,10 +217,11 @@ def make_fleet_runner(tracker: Tracker, target, number: int = 3, repeat: int = 1
 
 
 def candidate_pool(workers: int, timeout_s: float) -> PopenPoolExecutor:
-    """RPCRunner's pool with a limit a candidate: TVM 0.27's has none, so a server that hangs (stopped,
-    its connection kept open) held its candidate's worker, and the round, forever. Past ``timeout_s``
-    the worker is killed and the candidate is a run error ("RPCRunner: Timeout, killed after ...");
-    the tracker hands that server to nobody else until it registers again."""
+    """RPCRunner's pool with a limit a candidate, the wait for a free server included, as earlier TVM
+    RPCRunners had: 0.27's has none, so a server that hangs (stopped, its connection kept open) held
+    its candidate's worker, and the round, forever. Past ``timeout_s`` the worker is killed and the
+    candidate is a run error ("RPCRunner: Timeout, killed after ..."); the tracker hands that server
+    to nobody else until it registers again."""
     return PopenPoolExecutor(max_workers=workers, timeout=timeout_s)
 
 
