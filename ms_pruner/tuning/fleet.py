@@ -212,6 +212,7 @@ def make_fleet_runner(tracker: Tracker, target, number: int = 3, repeat: int = 1
                                        enable_cpu_cache_flush=False)
     inner = ms.runner.RPCRunner(rpc_config=tracker.rpc_config(timeout_s), evaluator_config=config,
                                 max_workers=workers or servers, f_alloc_argument=rpc_alloc_argument)
+    inner.pool.shutdown(wait=False)  # started no worker yet
     inner.pool = candidate_pool(workers or servers, timeout_s)
     return FleetRunner(tracker, inner)
 
