@@ -12,6 +12,7 @@ import pytest
 
 from ms_pruner.cli import main
 from ms_pruner.database.records import is_valid, open_database
+from ms_pruner.errors import UserError
 from ms_pruner.hardware import llvm_target
 from ms_pruner.tuning import tune_tir
 from ms_pruner.tuning.fleet import LocalFleet, make_fleet_runner
@@ -90,6 +91,23 @@ def test_a_server_that_hangs_mid_run_costs_only_the_candidate_it_held(tmp_path):
         failed = sum(1 for record in records if not is_valid(record))
         assert len(records) == 24 and 1 <= failed <= 2 and result.best_latency_s < 1.0
         assert running.tracker.servers() == 2  # registered all along: only the time limit freed its candidate
+
+
+@pytest.mark.slow
+def test_a_server_that_hangs_before_the_run_is_named_in_one_line(tmp_path):
+    """The tracker hands out an idle server that was stopped; the device check's session with it is
+    never answered (TVM sets no limit there), so the check gives up after the runner's limit."""
+    with fleet(tmp_path, 1) as running:
+        hung = running.servers[0]
+        os.killpg(hung.pid, signal.SIGSTOP)
+        resume = threading.Timer(60.0, lambda: os.killpg(hung.pid, signal.SIGCONT))  # ends a check with no limit
+        resume.daemon = True
+        resume.start()
+        with pytest.raises(UserError) as raised:
+            make_fleet_runner(running.tracker, llvm_target(), timeout_s=3.0)
+        resume.cancel()
+        assert str(raised.value) == (f"a server under key '{KEY}' at 127.0.0.1:{running.port} did not answer within "
+                                     "3 s: restart it or take it off the key")
 
 
 @pytest.mark.slow

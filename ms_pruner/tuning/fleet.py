@@ -23,6 +23,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from typing import Optional
@@ -119,12 +120,12 @@ class Tracker:
         remote_path = f"ms_pruner_{uuid.uuid4().hex}.tar"
         session = None
         try:
-            session = rpc_runner.default_create_session(self.rpc_config())
+            session = self._session(SESSION_TIMEOUT_S)
             yield rpc_runner.default_upload_module(session, artifact, remote_path), session.device(device_type, 0)
         finally:
             rpc_runner.default_cleanup(session, remote_path)
 
-    def check_device(self, target) -> int:
+    def check_device(self, target, timeout_s: float = SESSION_TIMEOUT_S) -> int:
         """The number of servers, once one of them has shown a device ``target`` can run on: a CUDA
         device of the target's compute capability for a CUDA target, a CPU for ``llvm``."""
         held = self.servers_by_key()
@@ -133,22 +134,60 @@ class Tracker:
             others = ", ".join(f"'{key}' ({n})" for key, n in sorted(held.items())) or "none"
             raise UserError(f"the RPC tracker at {self.host}:{self.port} holds no server for key '{self.key}'; "
                             f"servers by key: {others}")
-        session = self.rpc_config().connect_server()
+        device_type = target_device_type(target)
+        present, version = answered(lambda: _device_facts(self.rpc_config(timeout_s).connect_server(), device_type),
+                                    timeout_s, self._silent_server(timeout_s))
         kind = target.kind.name
-        try:
-            device = session.device(target_device_type(target), 0)
-            present = device.exist
-        except Exception:  # pylint: disable=broad-except
-            present = False  # a runtime built without that device type raises instead
         if not present:
             raise UserError(f"the servers under key '{self.key}' have no {kind} device; target {kind} refused")
         if kind == "cuda":
             wanted = "".join(ch for ch in str(target.attrs.get("arch", "")) if ch.isdigit())
-            found = str(device.compute_version).replace(".", "")
+            found = version.replace(".", "")
             if wanted and wanted != found:
                 raise UserError(f"the servers under key '{self.key}' run sm_{found}; the target is "
                                 f"{target.attrs.get('arch')}: tune for their GPU or use another key")
         return count
+
+    def _session(self, timeout_s: float):
+        """A session on one of the key's servers, or one line when the one the tracker gives does not
+        answer within ``timeout_s``."""
+        return answered(self.rpc_config(timeout_s).connect_server, timeout_s, self._silent_server(timeout_s))
+
+    def _silent_server(self, timeout_s: float) -> str:
+        return (f"a server under key '{self.key}' at {self.host}:{self.port} did not answer within {timeout_s:g} s: "
+                "restart it or take it off the key")
+
+
+def _device_facts(session, device_type: str):
+    """(whether the session's server has a device of ``device_type``, its compute version or "")."""
+    try:
+        device = session.device(device_type, 0)
+        present = device.exist
+    except Exception:  # pylint: disable=broad-except
+        return False, ""  # a runtime built without that device type raises instead
+    return present, str(device.compute_version) if present and device_type == "cuda" else ""
+
+
+def answered(call, timeout_s: float, silence: str):
+    """``call()``, or UserError(``silence``) when it has not returned within ``timeout_s``. A server
+    that hangs (stopped, its connection kept) never completes a session's handshake, and TVM's
+    client sets no limit there; the call is left behind in a daemon thread."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = call()
+        except BaseException as err:  # pylint: disable=broad-except
+            outcome["error"] = err
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise UserError(silence)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 @derived_object
@@ -207,7 +246,7 @@ def make_fleet_runner(tracker: Tracker, target, number: int = 3, repeat: int = 1
     """A FleetRunner measuring on ``tracker``'s servers with the local runner's evaluator settings,
     once the servers' device was checked against ``target``; ``workers`` defaults to the servers.
     A candidate not measured within ``timeout_s`` (its server hangs) is a run error."""
-    servers = tracker.check_device(target)
+    servers = tracker.check_device(target, timeout_s)
     config = ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
                                        enable_cpu_cache_flush=False)
     inner = ms.runner.RPCRunner(rpc_config=tracker.rpc_config(timeout_s), evaluator_config=config,
