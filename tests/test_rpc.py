@@ -106,8 +106,8 @@ def test_a_server_that_hangs_before_the_run_is_named_in_one_line(tmp_path):
         with pytest.raises(UserError) as raised:
             make_fleet_runner(running.tracker, llvm_target(), timeout_s=3.0)
         resume.cancel()
-        assert str(raised.value) == (f"a server under key '{KEY}' at 127.0.0.1:{running.port} did not answer within "
-                                     "3 s: restart it or take it off the key")
+        assert str(raised.value) == (f"no server under key '{KEY}' at 127.0.0.1:{running.port} gave a session within "
+                                     "3 s: all were busy, or the one given hangs (restart it or take it off the key)")
 
 
 @pytest.mark.slow
@@ -148,7 +148,7 @@ def test_an_address_where_no_tracker_answers_is_refused_at_once(tmp_path, capsys
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     retries, warnings = [], logging.Handler(logging.WARNING)
-    warnings.emit = retries.append
+    warnings.emit = lambda record: retries.append(record) if f"'127.0.0.1', {port})" in record.getMessage() else None
     rpc_log = logging.getLogger("RPCServer")  # tvm.rpc.base's, which does not propagate
     rpc_log.addHandler(warnings)
     try:
@@ -158,7 +158,8 @@ def test_an_address_where_no_tracker_answers_is_refused_at_once(tmp_path, capsys
         rpc_log.removeHandler(warnings)
     assert not retries, retries[0].getMessage()
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"ms-pruner: error: no RPC tracker answers at 127.0.0.1:{port} (") and len(err.splitlines()) == 1
+    assert err.startswith(f"ms-pruner: error: no RPC tracker answers at 127.0.0.1:{port} (")
+    assert len(err.splitlines()) == 1
     assert not (tmp_path / "wd").exists()
 
 

@@ -149,13 +149,13 @@ class Tracker:
         return count
 
     def _session(self, timeout_s: float):
-        """A session on one of the key's servers, or one line when the one the tracker gives does not
-        answer within ``timeout_s``."""
+        """A session on one of the key's servers, or one line when none is had within ``timeout_s``
+        (the wait for a free one included)."""
         return answered(self.rpc_config(timeout_s).connect_server, timeout_s, self._silent_server(timeout_s))
 
     def _silent_server(self, timeout_s: float) -> str:
-        return (f"a server under key '{self.key}' at {self.host}:{self.port} did not answer within {timeout_s:g} s: "
-                "restart it or take it off the key")
+        return (f"no server under key '{self.key}' at {self.host}:{self.port} gave a session within {timeout_s:g} s: "
+                "all were busy, or the one given hangs (restart it or take it off the key)")
 
 
 def _device_facts(session, device_type: str):
