@@ -87,6 +87,7 @@ def test_a_server_that_hangs_mid_run_costs_only_the_candidate_it_held(tmp_path):
         runner = make_fleet_runner(running.tracker, llvm_target(), timeout_s=5.0)
         result = tune_tir(parse_workload(SPEC).prim_func(), llvm_target(), work_dir, 24, "pruner", runner=runner,
                           num_trials_per_iter=8, seed=0, progress=False)
+        resume.cancel()
         records = list(open_database(work_dir).get_all_tuning_records())
         failed = sum(1 for record in records if not is_valid(record))
         assert len(records) == 24 and 1 <= failed <= 2 and result.best_latency_s < 1.0
