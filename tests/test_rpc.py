@@ -1,5 +1,6 @@
 """Measuring through TVM's RPC tracker: a real tracker and real servers on loopback, started here."""
 
+import dataclasses
 import json
 import logging
 import os
@@ -8,7 +9,9 @@ import socket
 import threading
 import time
 
+import numpy as np
 import pytest
+import tvm
 
 from ms_pruner.cli import main
 from ms_pruner.database.records import is_valid, open_database
@@ -84,7 +87,7 @@ def test_a_server_that_hangs_mid_run_costs_only_the_candidate_it_held(tmp_path):
         resume = threading.Timer(60.0, lambda: os.killpg(hung.pid, signal.SIGCONT))
         resume.daemon = True
         _when_records(work_dir, 8, lambda: (os.killpg(hung.pid, signal.SIGSTOP), resume.start()))
-        runner = make_fleet_runner(running.tracker, llvm_target(), timeout_s=5.0)
+        runner = make_fleet_runner(dataclasses.replace(running.tracker, timeout_s=5.0), llvm_target())
         result = tune_tir(parse_workload(SPEC).prim_func(), llvm_target(), work_dir, 24, "pruner", runner=runner,
                           num_trials_per_iter=8, seed=0, progress=False)
         resume.cancel()
@@ -95,20 +98,40 @@ def test_a_server_that_hangs_mid_run_costs_only_the_candidate_it_held(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_server_that_hangs_before_the_run_is_named_in_one_line(tmp_path):
+def test_a_server_that_hangs_before_the_run_is_named_in_one_line(tmp_path, capsys):
     """The tracker hands out an idle server that was stopped; the device check's session with it is
-    never answered (TVM sets no limit there), so the check gives up after the runner's limit."""
+    never answered (TVM sets no limit there), so the check gives up after ``--rpc-timeout``."""
     with fleet(tmp_path, 1) as running:
         hung = running.servers[0]
         os.killpg(hung.pid, signal.SIGSTOP)
         resume = threading.Timer(60.0, lambda: os.killpg(hung.pid, signal.SIGCONT))  # ends a check with no limit
         resume.daemon = True
         resume.start()
-        with pytest.raises(UserError) as raised:
-            make_fleet_runner(running.tracker, llvm_target(), timeout_s=3.0)
+        assert main(["tune", SPEC, "--target", "llvm", "--rpc", str(running.tracker), "--rpc-timeout", "3",
+                     "--work-dir", str(tmp_path / "wd")]) == 2
         resume.cancel()
-        assert str(raised.value) == (f"no server under key '{KEY}' at 127.0.0.1:{running.port} gave a session within "
-                                     "3 s: all were busy, or the one given hangs (restart it or take it off the key)")
+        assert capsys.readouterr().err.strip() == (
+            f"ms-pruner: error: no server under key '{KEY}' at 127.0.0.1:{running.port} was done within 3 s: "
+            "all were busy, or the one given hangs (restart it or take it off the key; --rpc-timeout gives longer)")
+
+
+@pytest.mark.slow
+def test_a_server_that_hangs_within_a_session_ends_the_call_in_one_line(tmp_path):
+    """Stopped once its session began (what a check's kernel or a model's run meets when the server
+    hangs mid-call): the call on that session is never answered, and the limit ends it."""
+    with fleet(tmp_path, 1) as running:
+        hung = running.servers[0]
+        resume = threading.Timer(60.0, lambda: os.killpg(hung.pid, signal.SIGCONT))
+        resume.daemon = True
+
+        def hang_then_ask(session):
+            os.killpg(hung.pid, signal.SIGSTOP)
+            resume.start()
+            return tvm.runtime.tensor(np.zeros(4, "float32"), session.cpu(0))  # an input sent, as a check's are
+
+        with pytest.raises(UserError, match="was done within 3 s"):
+            dataclasses.replace(running.tracker, timeout_s=3.0).on_a_server(hang_then_ask)
+        resume.cancel()
 
 
 @pytest.mark.slow
@@ -142,6 +165,24 @@ def test_a_tracker_gone_mid_run_stops_it_in_one_line_and_another_tracker_resumes
         assert f"16 records ({16 - kept} new)" in capsys.readouterr().out
 
 
+@pytest.mark.slow
+def test_a_tracker_that_hangs_mid_run_stops_it_in_one_line_and_resumes_it_once_it_answers(tmp_path, capsys):
+    """A stopped tracker still accepts connections (its listening socket's backlog) and answers
+    nothing: TVM's client would wait on it without end; each question here has a limit."""
+    work_dir = str(tmp_path / "wd")
+    with fleet(tmp_path, 1) as running:
+        tracker = running.tracker_process
+        _when_records(work_dir, 8, lambda: os.killpg(tracker.pid, signal.SIGSTOP))
+        assert _tune(work_dir, str(running.tracker)) == 3
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err == (f"ms-pruner: error: the RPC tracker at 127.0.0.1:{running.port} no longer answers; "
+                       "records measured so far are kept, rerun with it up to resume")
+        kept = _records(work_dir)
+        os.killpg(tracker.pid, signal.SIGCONT)
+        assert _tune(work_dir, str(running.tracker)) == 0
+        assert f"16 records ({16 - kept} new)" in capsys.readouterr().out
+
+
 def test_an_address_where_no_tracker_answers_is_refused_at_once(tmp_path, capsys):
     """TVM's client retries a refused connection for a minute, warning every 5 s; the tune refuses
     at the first try, before a work dir is made."""
@@ -162,6 +203,28 @@ def test_an_address_where_no_tracker_answers_is_refused_at_once(tmp_path, capsys
     assert err.startswith(f"ms-pruner: error: no RPC tracker answers at 127.0.0.1:{port} (")
     assert len(err.splitlines()) == 1
     assert not (tmp_path / "wd").exists()
+
+
+def test_an_address_where_something_else_answers_is_named_so(tmp_path, capsys):
+    """An RPC server's port given for the tracker's (9090 for 9190): a server closes a session that
+    opens with the tracker's magic; TVM's client would say only "connection reset"."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        threading.Thread(target=lambda: listener.accept()[0].close(), daemon=True).start()
+        assert main(["tune", SPEC, "--target", "llvm", "--rpc", f"127.0.0.1:{port}:{KEY}",
+                     "--work-dir", str(tmp_path / "wd")]) == 2
+    assert capsys.readouterr().err.strip() == (f"ms-pruner: error: what answers at 127.0.0.1:{port} is not a TVM RPC "
+                                               "tracker (a server's port?): correct --rpc HOST:PORT:KEY")
+    assert not (tmp_path / "wd").exists()
+
+
+def test_a_session_limit_is_taken_with_rpc_alone_and_above_zero(capsys):
+    assert main(["tune", SPEC, "--target", "llvm", "--rpc-timeout", "30"]) == 2
+    assert capsys.readouterr().err.strip() == "ms-pruner: error: --rpc-timeout goes with --rpc HOST:PORT:KEY"
+    assert main(["check", "--work-dir", "wd", "--rpc", "127.0.0.1:9190:k", "--rpc-timeout", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "ms-pruner: error: --rpc-timeout must be positive, got 0"
 
 
 def test_a_cuda_target_is_refused_where_the_servers_have_no_cuda_device(tmp_path, capsys):

@@ -12,7 +12,7 @@ from ..models import compare_outputs, get_model, import_torch_model, run_executa
 from ..models.report import model_table, read_summaries, write_summary
 from ..models.user_model import example_inputs
 from ..search import parse_settings
-from ..tuning.fleet import Tracker
+from ..tuning.fleet import tracker_of
 from .options import add_out, add_rpc, add_search_options, add_time_limit, seed_value, write_text
 
 
@@ -46,7 +46,7 @@ def cmd_tune_model(args) -> int:
     settings = parse_settings(args.pruner_settings)
     if args.pretrained:
         read_model_file(args.pretrained)
-    tracker = Tracker.parse(args.rpc) if args.rpc is not None else None
+    tracker = tracker_of(args)
     choice = resolve_target(args.target, args.gpu, require_device=tracker is None)
     module, example, spec = get_model(args.model, dtype=args.dtype)
     work_dir = args.work_dir or os.path.join("ms_pruner_work", f"{_dir_name(spec.name)}-{choice.target.kind.name}")
@@ -62,7 +62,7 @@ def cmd_tune_model(args) -> int:
                         choice.target, work_dir, args.trials, strategy=args.strategy, seed=args.seed,
                         num_trials_per_iter=args.per_iter, pretrained=args.pretrained,
                         progress=not args.no_progress, space=args.space, first_round=args.first_round,
-                        cost_model=args.cost_model, rpc=args.rpc, warm_start=args.warm_start,
+                        cost_model=args.cost_model, rpc=tracker, warm_start=args.warm_start,
                         pruner_settings=settings, resume=True)
     outputs, seconds = run_executable(result.executable, choice.target, [x.numpy() for x in example_inputs(example)],
                                       tracker=tracker)

@@ -14,7 +14,7 @@ from ..hardware import resolve_target
 from ..search import parse_settings, warm_start_line
 from ..tuning import tune_tir
 from ..tuning.compare import comparison_settings, finished_work_dirs, load_previous, run_comparison, write_outputs
-from ..tuning.fleet import Tracker, make_fleet_runner
+from ..tuning.fleet import make_fleet_runner, tracker_of
 from ..tuning.instrument import continues_batch
 from ..tuning.remeasure import best_records, remeasure, summary
 from ..tuning.restore import restore_comparison
@@ -119,7 +119,8 @@ def cmd_tune(args) -> int:
     settings = parse_settings(args.pruner_settings)
     if args.pretrained:
         read_model_file(args.pretrained)  # a bad model file fails before tuning starts
-    choice = resolve_target(args.target, args.gpu, require_device=args.rpc is None)
+    tracker = tracker_of(args)
+    choice = resolve_target(args.target, args.gpu, require_device=tracker is None)
     spec = args.workload or (DEFAULT_GPU_WORKLOAD if choice.is_cuda else DEFAULT_CPU_WORKLOAD)
     workload = parse_workload(spec)
     work_dir = args.work_dir or _default_work_dir(workload.spec, choice.target.kind.name)
@@ -138,7 +139,7 @@ def cmd_tune(args) -> int:
         cost_model=args.cost_model,
         space=args.space,
         first_round=args.first_round,
-        rpc=args.rpc,
+        rpc=tracker,
         warm_start=args.warm_start,
         pruner_settings=settings,
     )
@@ -189,10 +190,11 @@ def cmd_remeasure(args) -> int:
         work_dirs += finished_work_dirs(args.compare, args.strategy)
     if not work_dirs:
         raise UserError("remeasure needs --db WORK_DIR or --compare OUT_DIR")
-    choice = resolve_target(args.target, args.gpu, require_device=args.rpc is None)
-    runner = make_fleet_runner(Tracker.parse(args.rpc), choice.target) if args.rpc is not None else None
-    report = {"target": str(choice.target), "rpc": args.rpc, "work_dirs": {}}
-    where = f"on the servers of {args.rpc or 'TVM_TRACKER_*'}" if args.rpc is not None else "here"
+    tracker = tracker_of(args)
+    choice = resolve_target(args.target, args.gpu, require_device=tracker is None)
+    runner = make_fleet_runner(tracker, choice.target) if tracker else None
+    report = {"target": str(choice.target), "rpc": str(tracker) if tracker else None, "work_dirs": {}}
+    where = f"on the servers of {tracker}" if tracker else "here"
     for work_dir in work_dirs:
         records = best_records(work_dir, choice.target, args.top)
         again = remeasure(records, choice.target, builder=args.builder, runner=runner, repeats=args.repeat)
@@ -217,7 +219,8 @@ def cmd_compare(args) -> int:
     workloads = [parse_workload(w) for w in specs] + (get_suite(args.suite) if args.suite else [])
     if args.pretrained:
         read_model_file(args.pretrained)
-    choice = resolve_target(args.target, args.gpu, require_device=args.rpc is None)
+    tracker = tracker_of(args)
+    choice = resolve_target(args.target, args.gpu, require_device=tracker is None)
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     machine = {"target": str(choice.target), "gpu": choice.gpu.marketing_name if choice.gpu else None,
                "cpu": choice.cpu.name if choice.cpu else None}
@@ -227,7 +230,7 @@ def cmd_compare(args) -> int:
     report = run_comparison(workloads, choice, args.trials, args.per_iter, args.out, seed=args.seed,
                             strategies=strategies, pretrained=args.pretrained, builder=args.builder,
                             progress=not args.no_progress, previous=previous, space=args.space,
-                            first_round=args.first_round, cost_model=args.cost_model, rpc=args.rpc,
+                            first_round=args.first_round, cost_model=args.cost_model, rpc=tracker,
                             warm_start=args.warm_start, pruner_settings=settings["pruner_settings"],
                             on_run=lambda partial: write_outputs(partial, args.out, command, machine))
     for path in write_outputs(report, args.out, command, machine):

@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import math
 import os
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import tvm
@@ -112,7 +112,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
                strategy: str = "pruner", *, builder="pruner", runner=None, seed: Optional[int] = None,
                num_trials_per_iter: int = 64, pretrained: Optional[str] = None, progress: bool = True,
                space: str = "auto", first_round: bool = True, cost_model: Optional[str] = None,
-               rpc: Optional[str] = None, warm_start: Sequence[str] = (),
+               rpc: Union[str, Tracker, None] = None, warm_start: Sequence[str] = (),
                pruner_settings: Optional[Mapping[str, object]] = None, resume: bool = False) -> RelaxTuneResult:
     """Tune every task of a Relax module with ``strategy`` and compile it with the results.
 
@@ -138,7 +138,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     _, target, generator = tuning_space(space, [task.dispatched[0] for task in tasks], target)
     require_sources(warm_start, [task.dispatched[0] for task in tasks], target)
     if rpc is not None and runner is None:
-        runner = make_fleet_runner(Tracker.parse(rpc), target)
+        runner = make_fleet_runner(Tracker.of(rpc), target)
     database = open_database(work_dir, create=True)
     earlier = records_per_task(database, tasks, target) if resume else [[] for _ in tasks]
     remaining = max_trials_global - sum(len(records) for records in earlier)
@@ -186,9 +186,9 @@ def run_executable(executable, target, inputs: List[np.ndarray], repeat: int = 2
     candidate is (``builder.with_device_code``), so a server without nvcc runs it."""
     if tracker is None:
         return _run_vm(executable, tvm.device(target_device_type(target), 0), inputs, repeat)
-    with exported(with_device_code(executable, target)) as artifact, \
-            tracker.loaded(artifact, target_device_type(target)) as (module, device):
-        return _run_vm(module, device, inputs, repeat)
+    with exported(with_device_code(executable, target)) as artifact:
+        return tracker.run_loaded(artifact, target_device_type(target),
+                                  lambda module, device: _run_vm(module, device, inputs, repeat))
 
 
 def _run_vm(executable, device, inputs: List[np.ndarray], repeat: int):

@@ -39,7 +39,7 @@ from ..hardware import resolve_target
 from ..space.families import tensor_instruction
 from ..workloads import parse_workload, relative_error
 from .driver import normalized_mod
-from .fleet import Tracker, add_rpc_option
+from .fleet import Tracker, add_rpc_option, tracker_of
 from .reference import torch_operation
 
 
@@ -87,8 +87,8 @@ class DeviceSession:
         with exported(build_candidate(replay_record(record).mod, record.target, None)) as artifact:
             if self.tracker is None:
                 return self.worker.output(artifact, target_device_type(target), inputs, output)
-            with self.tracker.loaded(artifact, target_device_type(target)) as (kernel, device):
-                return output_of(kernel, device, inputs, output)
+            return self.tracker.run_loaded(artifact, target_device_type(target),
+                                           lambda kernel, device: output_of(kernel, device, inputs, output))
 
     def close(self) -> None:
         self.worker.close()
@@ -222,7 +222,7 @@ def cmd_check(args) -> int:
         raise UserError("--workload goes with --work-dir; --compare reads each run's workload from compare.json")
     if args.emulate and args.rpc is not None:
         raise UserError("--emulate runs the kernels on this CPU; --rpc runs them on a tracker's servers: choose one")
-    tracker = Tracker.parse(args.rpc) if args.rpc is not None else None
+    tracker = tracker_of(args)
     target = None if args.emulate else resolve_target(args.target, args.gpu, require_device=tracker is None).target
     if tracker is not None:
         tracker.check_device(target)

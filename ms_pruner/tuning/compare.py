@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 from ..errors import UserError, require_positive
 from ..files import make_folder, replace_file, replace_json
@@ -21,6 +21,7 @@ from ..search.stats import STAGES
 from ..space import resolve_space
 from .compare_plot import plot
 from .driver import PRUNER_STRATEGIES, ROUND_LOG, check_search, normalized_mod, tune_tir
+from .fleet import Tracker
 from .instrument import continues_batch
 from .reference import reference_latency
 from .resume import logged_rounds, workload_tag
@@ -160,7 +161,7 @@ def finished_work_dirs(out_dir: str, strategy: str) -> List[str]:
 def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, seed: int = 0,
                    strategies=("stock", "pruner"), pretrained: Optional[str] = None, builder: str = "pruner",
                    progress: bool = True, previous: Optional[dict] = None, on_run=None, space: str = "auto",
-                   first_round: bool = True, cost_model: Optional[str] = None, rpc: Optional[str] = None,
+                   first_round: bool = True, cost_model: Optional[str] = None, rpc: Union[str, Tracker, None] = None,
                    warm_start: Sequence[str] = (), pruner_settings: Optional[Mapping[str, object]] = None) -> dict:
     """Tune every workload with every strategy, skipping runs already in ``previous``.
 

@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 import time
-from typing import List, Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence, Union
 
 from tqdm import tqdm
 from tvm.s_tir import meta_schedule as ms
@@ -221,7 +221,7 @@ def normalized_mod(mod):
 def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock", *, builder="pruner",
              runner=None, seed: Optional[int] = None, num_trials_per_iter: int = 64, pretrained: Optional[str] = None,
              progress: bool = True, search=None, cost_model: Optional[str] = None, call: Optional[int] = None,
-             space: str = "auto", first_round: bool = True, rpc: Optional[str] = None,
+             space: str = "auto", first_round: bool = True, rpc: Union[str, Tracker, None] = None,
              warm_start: Sequence[str] = (), pruner_settings: Optional[Mapping[str, object]] = None) -> TuneResult:
     """Tune ``mod`` until the work dir holds ``max_trials`` records of it for ``target``.
 
@@ -231,8 +231,9 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
     call of a run made in pieces this is, for the round log (compare counts its own). ``space``: the
     tensor-core rule families (ms_pruner.space; with mma, the GPU's opt-in shared memory a block).
     ``first_round=False``: Pruner without its first-round policy. ``rpc``: a tracker's ``HOST:PORT:KEY``
-    whose servers measure (``""``: the ``TVM_TRACKER_*`` variables; fleet.py). ``warm_start``: work
-    dirs whose records of other workloads of this operator kind lead Pruner's first round.
+    whose servers measure (``""``: the ``TVM_TRACKER_*`` variables), or a fleet.Tracker (with its
+    ``timeout_s``). ``warm_start``: work dirs whose records of other workloads of this operator kind
+    lead Pruner's first round.
     ``pruner_settings``: PrunerConfig / FirstRoundConfig fields by name (``{"eps_greedy": 0}``)."""
     require_positive("--trials", max_trials)
     require_positive("--per-iter", num_trials_per_iter)
@@ -244,7 +245,7 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
     resolved, target, generator = tuning_space(space, workload, target)
     require_sources(warm_start, [workload], target)
     if rpc is not None and runner is None:
-        runner = make_fleet_runner(Tracker.parse(rpc), target)
+        runner = make_fleet_runner(Tracker.of(rpc), target)
     database = open_database(work_dir, create=True)
     existing = records_for(database, workload, target)
     remaining = max_trials - len(existing)

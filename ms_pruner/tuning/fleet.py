@@ -15,7 +15,6 @@ does when the tracker stops answering (TVM's client would retry each connection 
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import os
 import signal
@@ -26,7 +25,7 @@ import sys
 import threading
 import time
 import uuid
-from typing import Optional
+from typing import Optional, Union
 
 from tvm import rpc
 from tvm.ir.utils import derived_object
@@ -46,10 +45,22 @@ ENVIRONMENT = ("TVM_TRACKER_HOST", "TVM_TRACKER_PORT", "TVM_TRACKER_KEY")
 
 
 def add_rpc_option(parser, what: str) -> None:
-    """``--rpc [HOST:PORT:KEY]`` on a command's parser (``Tracker.parse`` reads it); ``what`` says
-    what the command does on the servers."""
+    """``--rpc [HOST:PORT:KEY]`` and ``--rpc-timeout`` on a command's parser (``tracker_of`` reads
+    them); ``what`` says what the command does on the servers."""
     parser.add_argument("--rpc", nargs="?", const="", default=None, metavar="HOST:PORT:KEY",
                         help=f"{what}; without a value, from TVM_TRACKER_HOST/PORT/KEY (docs/distributed.md)")
+    parser.add_argument("--rpc-timeout", type=float, default=None, metavar="SECONDS",
+                        help=f"with --rpc: the most a candidate (or a check's kernel, a model's run) may take on a "
+                             f"server, the wait for a free one included (default {SESSION_TIMEOUT_S:g})")
+
+
+def tracker_of(args) -> Optional["Tracker"]:
+    """The tracker a command's ``--rpc`` and ``--rpc-timeout`` name, None without ``--rpc``."""
+    if args.rpc is None:
+        if args.rpc_timeout is not None:
+            raise UserError("--rpc-timeout goes with --rpc HOST:PORT:KEY")
+        return None
+    return Tracker.parse(args.rpc, SESSION_TIMEOUT_S if args.rpc_timeout is None else args.rpc_timeout)
 
 
 class NoServerLeft(KeyboardInterrupt):
@@ -59,14 +70,22 @@ class NoServerLeft(KeyboardInterrupt):
 
 @dataclasses.dataclass(frozen=True)
 class Tracker:
-    """A TVM RPC tracker and the key its measuring servers registered under."""
+    """A TVM RPC tracker and the key its measuring servers registered under. ``timeout_s`` bounds
+    each use of a server, the wait for a free one included: a candidate's measurement (a run error
+    past it), a check's kernel, a model's run, the device check (one line past it)."""
 
     host: str
     port: int
     key: str
+    timeout_s: float = SESSION_TIMEOUT_S
 
     @classmethod
-    def parse(cls, text: str) -> "Tracker":
+    def of(cls, rpc: Union[str, "Tracker"]) -> "Tracker":
+        """The API's ``rpc=``: a Tracker as it is, a text as ``parse`` reads it."""
+        return rpc if isinstance(rpc, Tracker) else cls.parse(rpc)
+
+    @classmethod
+    def parse(cls, text: str, timeout_s: float = SESSION_TIMEOUT_S) -> "Tracker":
         """``HOST:PORT:KEY``; an empty text takes them from ``TVM_TRACKER_HOST``/``_PORT``/``_KEY``."""
         if not text:
             missing = [name for name in ENVIRONMENT if not os.environ.get(name)]
@@ -77,7 +96,9 @@ class Tracker:
         port, _, key = rest.partition(":")
         if not host or not port.isdigit() or not key:
             raise UserError(f"--rpc takes HOST:PORT:KEY (e.g. 127.0.0.1:9190:h100), not '{text}'")
-        return cls(host, int(port), key)
+        if not timeout_s > 0:
+            raise UserError(f"--rpc-timeout must be positive, got {timeout_s:g}")
+        return cls(host, int(port), key, float(timeout_s))
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}:{self.key}"
@@ -88,44 +109,66 @@ class Tracker:
 
     def servers_by_key(self) -> collections.Counter:
         """How many servers the tracker holds under each key (``query_rpc_tracker``'s list)."""
-        self.require_listening()
-        try:
-            summary = rpc.connect_tracker(self.host, self.port).summary()
-        except (OSError, RuntimeError) as err:
-            raise UserError(f"cannot reach the RPC tracker at {self.host}:{self.port}: {err}") from err
+        summary = self._ask([rpc.base.TrackerCode.SUMMARY])
         return collections.Counter(server.get("key", "").partition("server:")[2]
                                    for server in summary.get("server_info", []))
 
-    def require_listening(self) -> None:
-        """One line at once where nothing answers at the tracker's address. TVM's client retries a
-        refused connection for a minute with a warning every 5 s (``connect_with_retry``: made for a
-        tracker that restarts), so a mistyped port would cost that minute."""
+    def _ask(self, request: list):
+        """The tracker's answer to ``request``, in one session of its own whose every step has a
+        limit. TVM's client retries a refused connection for a minute, with a warning every 5 s
+        (``connect_with_retry``: made for a tracker that restarts), and waits on a stopped tracker
+        without end; here a mistyped address, or a tracker that hangs, is one line at once."""
+        where = f"{self.host}:{self.port}"
         try:
             with socket.create_connection((self.host, self.port), timeout=CONNECT_TIMEOUT_S) as sock:
-                sock.sendall(TRACKER_MAGIC)  # a tracker's session, as the client opens one: no error in its log
-                sock.recv(len(TRACKER_MAGIC))
-        except OSError as err:
-            raise UserError(f"no RPC tracker answers at {self.host}:{self.port} ({err.strerror or err}): start one "
-                            f"there (python -m tvm.exec.rpc_tracker --port {self.port}) or correct --rpc HOST:PORT:KEY"
-                            ) from err
+                sock.sendall(TRACKER_MAGIC)
+                try:
+                    magic = rpc.base.recvall(sock, len(TRACKER_MAGIC))
+                except TimeoutError:
+                    raise
+                except OSError:
+                    magic = b""  # an RPC server closes a session that opens with another magic
+                if magic != TRACKER_MAGIC:
+                    raise UserError(f"what answers at {where} is not a TVM RPC tracker (a server's port?): "
+                                    "correct --rpc HOST:PORT:KEY")
+                rpc.base.sendjson(sock, request)
+                code, answer = rpc.base.recvjson(sock)
+        except (OSError, ValueError, struct.error) as err:
+            raise UserError(f"no RPC tracker answers at {where} ({getattr(err, 'strerror', None) or err}): start "
+                            f"one there (python -m tvm.exec.rpc_tracker --port {self.port}) or correct --rpc "
+                            "HOST:PORT:KEY") from err
+        if code != rpc.base.TrackerCode.SUCCESS:
+            raise UserError(f"the RPC tracker at {where} refused {request}: {answer}")
+        return answer
 
-    def rpc_config(self, timeout_s: float = SESSION_TIMEOUT_S):
+    def rpc_config(self):
         return ms.runner.RPCConfig(tracker_host=self.host, tracker_port=self.port, tracker_key=self.key,
-                                   session_priority=1, session_timeout_sec=timeout_s)
+                                   session_priority=1, session_timeout_sec=self.timeout_s)
 
-    @contextlib.contextmanager
-    def loaded(self, artifact: str, device_type: str):
-        """(module, device): ``artifact`` (an exported library, device code compiled) uploaded to
-        one of the key's servers and loaded there, in a session of its own; removed afterwards."""
-        remote_path = f"ms_pruner_{uuid.uuid4().hex}.tar"
-        session = None
-        try:
-            session = self._session(SESSION_TIMEOUT_S)
-            yield rpc_runner.default_upload_module(session, artifact, remote_path), session.device(device_type, 0)
-        finally:
-            rpc_runner.default_cleanup(session, remote_path)
+    def on_a_server(self, use):
+        """``use(session)`` in a session with one of the key's servers, or one line when it has not
+        returned within ``timeout_s``, the wait for a free server included: a server that hangs
+        (stopped, its connection kept) answers neither a session's handshake nor a call on it, and
+        TVM's client sets no limit on either."""
+        return answered(lambda: use(self.rpc_config().connect_server()), self.timeout_s,
+                        f"no server under key '{self.key}' at {self.host}:{self.port} was done within "
+                        f"{self.timeout_s:g} s: all were busy, or the one given hangs (restart it or take it "
+                        "off the key; --rpc-timeout gives longer)")
 
-    def check_device(self, target, timeout_s: float = SESSION_TIMEOUT_S) -> int:
+    def run_loaded(self, artifact: str, device_type: str, use):
+        """``use(module, device)`` with ``artifact`` (an exported library, device code compiled)
+        uploaded to one of the key's servers and loaded there, in a session of its own, removed
+        afterwards; all of it within ``timeout_s`` (``on_a_server``)."""
+        def loaded(session):
+            remote_path = f"ms_pruner_{uuid.uuid4().hex}.tar"
+            try:
+                return use(rpc_runner.default_upload_module(session, artifact, remote_path),
+                           session.device(device_type, 0))
+            finally:
+                rpc_runner.default_cleanup(session, remote_path)
+        return self.on_a_server(loaded)
+
+    def check_device(self, target) -> int:
         """The number of servers, once one of them has shown a device ``target`` can run on: a CUDA
         device of the target's compute capability for a CUDA target, a CPU for ``llvm``."""
         held = self.servers_by_key()
@@ -135,8 +178,7 @@ class Tracker:
             raise UserError(f"the RPC tracker at {self.host}:{self.port} holds no server for key '{self.key}'; "
                             f"servers by key: {others}")
         device_type = target_device_type(target)
-        present, version = answered(lambda: _device_facts(self.rpc_config(timeout_s).connect_server(), device_type),
-                                    timeout_s, self._silent_server(timeout_s))
+        present, version = self.on_a_server(lambda session: _device_facts(session, device_type))
         kind = target.kind.name
         if not present:
             raise UserError(f"the servers under key '{self.key}' have no {kind} device; target {kind} refused")
@@ -147,15 +189,6 @@ class Tracker:
                 raise UserError(f"the servers under key '{self.key}' run sm_{found}; the target is "
                                 f"{target.attrs.get('arch')}: tune for their GPU or use another key")
         return count
-
-    def _session(self, timeout_s: float):
-        """A session on one of the key's servers, or one line when none is had within ``timeout_s``
-        (the wait for a free one included)."""
-        return answered(self.rpc_config(timeout_s).connect_server, timeout_s, self._silent_server(timeout_s))
-
-    def _silent_server(self, timeout_s: float) -> str:
-        return (f"no server under key '{self.key}' at {self.host}:{self.port} gave a session within {timeout_s:g} s: "
-                "all were busy, or the one given hangs (restart it or take it off the key)")
 
 
 def _device_facts(session, device_type: str):
@@ -242,17 +275,17 @@ class FleetRunner(PyRunner):
 
 
 def make_fleet_runner(tracker: Tracker, target, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100,
-                      workers: Optional[int] = None, timeout_s: float = SESSION_TIMEOUT_S):
+                      workers: Optional[int] = None):
     """A FleetRunner measuring on ``tracker``'s servers with the local runner's evaluator settings,
     once the servers' device was checked against ``target``; ``workers`` defaults to the servers.
-    A candidate not measured within ``timeout_s`` (its server hangs) is a run error."""
-    servers = tracker.check_device(target, timeout_s)
+    A candidate not measured within the tracker's ``timeout_s`` (its server hangs) is a run error."""
+    servers = tracker.check_device(target)
     config = ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
                                        enable_cpu_cache_flush=False)
-    inner = ms.runner.RPCRunner(rpc_config=tracker.rpc_config(timeout_s), evaluator_config=config,
+    inner = ms.runner.RPCRunner(rpc_config=tracker.rpc_config(), evaluator_config=config,
                                 max_workers=workers or servers, f_alloc_argument=rpc_alloc_argument)
     inner.pool.shutdown(wait=False)  # started no worker yet
-    inner.pool = candidate_pool(workers or servers, timeout_s)
+    inner.pool = candidate_pool(workers or servers, tracker.timeout_s)
     return FleetRunner(tracker, inner)
 
 
@@ -311,7 +344,7 @@ class LocalFleet:
         if self.tracker_process.poll() is not None:
             raise UserError(f"the local RPC tracker exited; see {os.path.join(self.log_dir, 'tracker.log')}")
         try:
-            self.tracker.require_listening()
+            self.tracker.servers_by_key()
         except UserError:
             return False
         return True
