@@ -13,6 +13,7 @@ from ..models.report import model_table, read_summaries, write_summary
 from ..models.user_model import example_inputs
 from ..search import parse_settings
 from ..tuning.fleet import tracker_of
+from ..units import microseconds
 from .options import add_out, add_rpc, add_search_options, add_time_limit, seed_value, write_text
 
 
@@ -72,9 +73,9 @@ def cmd_tune_model(args) -> int:
           + (f"; tasks with no record (a default schedule): {untuned}" if untuned else ""))
     eager, compiled = (None, None) if tracker else _torch_latencies(module, example, spec.dtype, choice, args)
     if tracker:
-        print(f"  ms_pruner {seconds * 1e6:.1f} us on a server of {tracker} | torch not timed (it would run here)")
+        print(f"  ms_pruner {_us(seconds)} on a server of {tracker} | torch not timed (it would run here)")
     else:
-        print(f"  ms_pruner {seconds * 1e6:.1f} us | torch eager {_us(eager)} | torch.compile "
+        print(f"  ms_pruner {_us(seconds)} | torch eager {_us(eager)} | torch.compile "
               f"{_us(compiled) if args.torch_compile else 'skipped'}")
     mismatch = compare_outputs([o.astype("float32") for o in outputs], expected, spec.dtype)
     write_summary(work_dir, {
@@ -105,7 +106,7 @@ def _torch_latencies(module, example, dtype: str, choice, args) -> tuple:
 
 
 def _us(seconds) -> str:
-    return f"{seconds * 1e6:.1f} us" if seconds else "n/a"
+    return f"{microseconds(seconds)} us" if seconds else "n/a"
 
 
 def _dir_name(model: str) -> str:

@@ -15,6 +15,7 @@ import os
 from typing import List, Optional
 
 from ..errors import UserError
+from ..units import microseconds
 from .database_report import RecordEstimate, evaluate_database, group_by_geometry, record_from_json
 
 
@@ -35,10 +36,6 @@ def load_estimates(source: str, gpu: Optional[str] = None) -> List[RecordEstimat
     return [record_from_json(row) for row in report["records"]]
 
 
-def _us(seconds: Optional[float]) -> str:
-    return f"{seconds * 1e6:.1f}" if seconds is not None else "-"
-
-
 def geometry_table(records: List[RecordEstimate], per_round: int, reference_us: Optional[float] = None,
                    top: int = 30, by_arrangement: bool = False) -> str:
     """The Markdown table (and the reference sentence) for ``records``."""
@@ -57,7 +54,7 @@ def geometry_table(records: List[RecordEstimate], per_round: int, reference_us: 
         arrangement = f" {group.arrangement or '-'} |" if by_arrangement else ""
         lines.append(f"| {group.geometry} | {fetch} |{arrangement} {group.records} | "
                      f"{' / '.join(map(str, group.per_round))} | "
-                     f"{_us(group.best_measured_s)} | {_us(group.best_predicted_s)} |")
+                     f"{microseconds(group.best_measured_s)} | {microseconds(group.best_predicted_s)} |")
     if reference_us is not None:
         lines += ["", reached(records, per_round, reference_us)]
     return "\n".join(lines) + "\n"
@@ -69,7 +66,7 @@ def reached(records: List[RecordEstimate], per_round: int, reference_us: float) 
             if r.measured_s is not None and r.measured_s * 1e6 <= reference_us]
     if not hits:
         best = min((r.measured_s for r in records if r.measured_s is not None), default=None)
-        return f"No record at or below {reference_us:.1f} us (best {_us(best)} us)."
+        return f"No record at or below {reference_us:.1f} us (best {microseconds(best)} us)."
     first = hits[0][0]
     shapes = sorted({(r.geometry, "/".join(map(str, r.fetch_bytes or []))) for rnd, r in hits if rnd == first})
     named = "; ".join(f"{geometry}, fetch {fetch}" for geometry, fetch in shapes)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterable, List, Optional
+from typing import Iterable, List
 
 from ..errors import UserError
 from ..files import replace_json
+from ..units import microseconds
 
 SUMMARY_FILE = "tune_model.json"
 
@@ -34,10 +35,6 @@ def read_summaries(paths: Iterable[str]) -> List[dict]:
         except (OSError, ValueError) as err:
             raise UserError(f"cannot read a tune-model summary at {file}: {err}") from err
     return summaries
-
-
-def _us(seconds: Optional[float]) -> str:
-    return f"{seconds * 1e6:.1f}" if seconds else "-"
 
 
 def _tasks(summary: dict) -> str:
@@ -62,7 +59,7 @@ def model_table(summaries: List[dict]) -> str:
     for s in summaries:
         lines.append(
             f"| {s['model']} ({s['dtype']}) | {_where(s)} | {s['strategy']} | {s['trials']} | {_tasks(s)} | "
-            f"{s['tuning_wall_s']:.0f} | {_us(s['latency_s'])} | {_us(s['torch_eager_s'])} | "
-            f"{_us(s['torch_compile_s'])} | {'match' if s['outputs_match'] else s['mismatch']} |"
+            f"{s['tuning_wall_s']:.0f} | {microseconds(s['latency_s'])} | {microseconds(s['torch_eager_s'])} | "
+            f"{microseconds(s['torch_compile_s'])} | {'match' if s['outputs_match'] else s['mismatch']} |"
         )
     return "\n".join(lines) + "\n"

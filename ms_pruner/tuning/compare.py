@@ -19,6 +19,7 @@ from ..files import make_folder, replace_file, replace_json
 from ..search.settings import setting_value
 from ..search.stats import STAGES
 from ..space import resolve_space
+from ..units import microseconds
 from .compare_plot import plot
 from .driver import PRUNER_STRATEGIES, ROUND_LOG, check_search, normalized_mod, tune_tir
 from .fleet import Tracker
@@ -249,7 +250,7 @@ def _so_far(name: str, entry: dict) -> str:
     if not partial or not partial["curve"]:
         return ""
     last = partial["curve"][-1]
-    text = (f" So far {last['trials']} trials in {last['wall_s']:.0f} s, best {_us(partial['best_latency_s'])} us"
+    text = (f" So far {last['trials']} trials in {last['wall_s']:.0f} s, best {microseconds(partial['best_latency_s'])} us"
             f" (round {last['round']})")
     return text + _against_stock(name, partial, entry, "not yet at")
 
@@ -264,7 +265,7 @@ def _against_stock(name: str, run: dict, entry: dict, missed: str) -> str:
     if reached:
         return (f"; it reached stock's final best at {reached:.0f} s, "
                 f"{summary['search_speedup']:.2f}x sooner than stock's whole run.")
-    return f"; {missed} stock's final best ({_us(stock['best_latency_s'])} us)."
+    return f"; {missed} stock's final best ({microseconds(stock['best_latency_s'])} us)."
 
 
 def _superseded(spec: str, name: str, run: dict, entry: dict) -> str:
@@ -274,7 +275,7 @@ def _superseded(spec: str, name: str, run: dict, entry: dict) -> str:
     earlier_stock = entry.get("superseded", {}).get("stock")
     era = {"runs": {"stock": earlier_stock[0]}} if earlier_stock else entry
     return (f"\n`{spec}` {name}: an earlier run (`{run['work_dir']}`) was set aside and made again; it "
-            f"measured {last['trials']} trials in {last['wall_s']:.0f} s, best {_us(run['best_latency_s'])} us"
+            f"measured {last['trials']} trials in {last['wall_s']:.0f} s, best {microseconds(run['best_latency_s'])} us"
             + _against_stock(name, run, era, "it never reached"))
 
 
@@ -290,10 +291,6 @@ def write_outputs(report: dict, out_dir: str, command: str, machine: dict) -> Li
     replace_file(paths[1], markdown_table(report))
     png = plot(report, os.path.join(out_dir, "compare.png"))
     return paths + ([png] if png else [])
-
-
-def _us(seconds: Optional[float]) -> str:
-    return f"{seconds * 1e6:.1f}" if seconds else "-"
 
 
 def _own_best(summary: dict) -> str:
@@ -346,7 +343,7 @@ def _workload_rows(report: dict) -> List[str]:
     for spec in planned:
         summary = report["workloads"].get(spec, {}).get("summary") or {}
         stock, pruner = summary.get("stock") or {}, summary.get("pruner") or {}
-        best = {name: (_us(run["final_best_s"]) + _instruction(run) if run else "not run") for name, run in
+        best = {name: (microseconds(run["final_best_s"]) + _instruction(run) if run else "not run") for name, run in
                 (("stock", stock), ("pruner", pruner))}
         reached = pruner.get("time_to_stock_best_s")
         speedup = pruner.get("search_speedup")
@@ -359,7 +356,7 @@ def _workload_rows(report: dict) -> List[str]:
             f"{_vendor(report['workloads'].get(spec, {}).get('reference'), pruner.get('final_best_s'))} |")
         if "moa" in summary:
             moa = summary["moa"]
-            rows.append(f"| `{spec}` (moa) | | {_us(moa.get('final_best_s'))}{_instruction(moa)} | | "
+            rows.append(f"| `{spec}` (moa) | | {microseconds(moa.get('final_best_s'))}{_instruction(moa)} | | "
                         f"{moa.get('time_to_stock_best_s') or 'not reached'} | {moa.get('search_speedup') or '-'} | "
                         f"{moa.get('mean_search_share', 0):.0%} | |")
     return rows
@@ -374,7 +371,7 @@ def _vendor(reference: Optional[dict], pruner_best: Optional[float]) -> str:
     if not reference:
         return "-"
     share = f" ({reference['latency_s'] / pruner_best:.0%})" if pruner_best else ""
-    return f"{reference['what']} {_us(reference['latency_s'])} us{share}"
+    return f"{reference['what']} {microseconds(reference['latency_s'])} us{share}"
 
 
 def _round_lines(report: dict) -> List[str]:
@@ -390,5 +387,5 @@ def _round_lines(report: dict) -> List[str]:
                 lines.append(f"- `{spec}` {name} round {point['round']}{call}: search {point['search_s']:.1f}, "
                              f"model update {point['update_s']:.1f}, build {point['build_s']:.1f}, "
                              f"run {point['run_s']:.1f}"
-                             f"{' (' + parts + ')' if parts else ''}; best {_us(point['best_latency_s'])} us")
+                             f"{' (' + parts + ')' if parts else ''}; best {microseconds(point['best_latency_s'])} us")
     return lines
