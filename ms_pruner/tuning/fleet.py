@@ -6,7 +6,8 @@ candidates are measured at once as the tracker holds servers for the key when th
 (RPCRunner's ``max_workers``); each one opens its own session, so arguments are filled once a
 candidate, not once a task as the local runner does (docs/distributed.md measures the cost).
 
-Faults: a server that dies costs the candidates it held (run errors); the others go on. A batch
+Faults: a server that dies costs the candidates it held (run errors); the others go on; so does
+one that hangs, once the tracker's ``timeout_s`` has passed (TVM 0.27 sets no limit). A batch
 waits on the tracker for a free server, so with none left it would wait forever: ``FleetRunner``
 stops the call instead, with one line (``NoServerLeft``), the records measured so far kept; so it
 does when the tracker stops answering (TVM's client would retry each connection for a minute).
