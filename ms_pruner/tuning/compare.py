@@ -250,8 +250,8 @@ def _so_far(name: str, entry: dict) -> str:
     if not partial or not partial["curve"]:
         return ""
     last = partial["curve"][-1]
-    text = (f" So far {last['trials']} trials in {last['wall_s']:.0f} s, best {microseconds(partial['best_latency_s'])} us"
-            f" (round {last['round']})")
+    text = (f" So far {last['trials']} trials in {last['wall_s']:.0f} s, "
+            f"best {microseconds(partial['best_latency_s'])} us (round {last['round']})")
     return text + _against_stock(name, partial, entry, "not yet at")
 
 
