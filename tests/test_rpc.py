@@ -52,6 +52,14 @@ def _when_records(work_dir, count: int, action) -> threading.Thread:
     return thread
 
 
+def _resumer(process) -> threading.Timer:
+    """A timer (not started) that resumes a stopped ``process`` after 60 s, so a test of a time limit
+    fails, instead of hanging, where the limit is missing (the call ends once the server answers)."""
+    resume = threading.Timer(60.0, lambda: os.killpg(process.pid, signal.SIGCONT))
+    resume.daemon = True
+    return resume
+
+
 def _tune(work_dir, address, trials: int = 16):
     return main(["tune", SPEC, "--target", "llvm", "--trials", str(trials), "--per-iter", "8", "--seed", "0",
                  "--work-dir", str(work_dir), "--no-progress", "--rpc", address])
@@ -83,9 +91,7 @@ def test_a_server_that_hangs_mid_run_costs_only_the_candidate_it_held(tmp_path):
     work_dir = str(tmp_path / "wd")
     with fleet(tmp_path, 2) as running:
         hung = running.servers[1]
-        # resumed after a while, so a runner without the limit ends the test (its candidate measured late)
-        resume = threading.Timer(60.0, lambda: os.killpg(hung.pid, signal.SIGCONT))
-        resume.daemon = True
+        resume = _resumer(hung)
         _when_records(work_dir, 8, lambda: (os.killpg(hung.pid, signal.SIGSTOP), resume.start()))
         runner = make_fleet_runner(dataclasses.replace(running.tracker, timeout_s=5.0), llvm_target())
         result = tune_tir(parse_workload(SPEC).prim_func(), llvm_target(), work_dir, 24, "pruner", runner=runner,
@@ -104,8 +110,7 @@ def test_a_server_that_hangs_before_the_run_is_named_in_one_line(tmp_path, capsy
     with fleet(tmp_path, 1) as running:
         hung = running.servers[0]
         os.killpg(hung.pid, signal.SIGSTOP)
-        resume = threading.Timer(60.0, lambda: os.killpg(hung.pid, signal.SIGCONT))  # ends a check with no limit
-        resume.daemon = True
+        resume = _resumer(hung)
         resume.start()
         assert main(["tune", SPEC, "--target", "llvm", "--rpc", str(running.tracker), "--rpc-timeout", "3",
                      "--work-dir", str(tmp_path / "wd")]) == 2
@@ -121,8 +126,7 @@ def test_a_server_that_hangs_within_a_session_ends_the_call_in_one_line(tmp_path
     hangs mid-call): the call on that session is never answered, and the limit ends it."""
     with fleet(tmp_path, 1) as running:
         hung = running.servers[0]
-        resume = threading.Timer(60.0, lambda: os.killpg(hung.pid, signal.SIGCONT))
-        resume.daemon = True
+        resume = _resumer(hung)
 
         def hang_then_ask(session):
             os.killpg(hung.pid, signal.SIGSTOP)

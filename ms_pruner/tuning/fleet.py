@@ -110,12 +110,12 @@ class Tracker:
 
     def servers_by_key(self) -> collections.Counter:
         """How many servers the tracker holds under each key (``query_rpc_tracker``'s list)."""
-        summary = self._ask([rpc.base.TrackerCode.SUMMARY])
+        summary = self._summary()
         return collections.Counter(server.get("key", "").partition("server:")[2]
                                    for server in summary.get("server_info", []))
 
-    def _ask(self, request: list):
-        """The tracker's answer to ``request``, in one session of its own whose every step has a
+    def _summary(self) -> dict:
+        """The tracker's summary (its servers and queue), asked in one session whose every step has a
         limit. TVM's client retries a refused connection for a minute, with a warning every 5 s
         (``connect_with_retry``: made for a tracker that restarts), and waits on a stopped tracker
         without end; here a mistyped address, or a tracker that hangs, is one line at once."""
@@ -132,14 +132,14 @@ class Tracker:
                 if magic != TRACKER_MAGIC:
                     raise UserError(f"what answers at {where} is not a TVM RPC tracker (a server's port?): "
                                     "correct --rpc HOST:PORT:KEY")
-                rpc.base.sendjson(sock, request)
+                rpc.base.sendjson(sock, [rpc.base.TrackerCode.SUMMARY])
                 code, answer = rpc.base.recvjson(sock)
         except (OSError, ValueError, struct.error) as err:
             raise UserError(f"no RPC tracker answers at {where} ({getattr(err, 'strerror', None) or err}): start "
                             f"one there (python -m tvm.exec.rpc_tracker --port {self.port}) or correct --rpc "
                             "HOST:PORT:KEY") from err
         if code != rpc.base.TrackerCode.SUCCESS:
-            raise UserError(f"the RPC tracker at {where} refused {request}: {answer}")
+            raise UserError(f"the RPC tracker at {where} gave no summary of its servers: {answer}")
         return answer
 
     def rpc_config(self):
@@ -203,9 +203,8 @@ def _device_facts(session, device_type: str):
 
 
 def answered(call, timeout_s: float, silence: str):
-    """``call()``, or UserError(``silence``) when it has not returned within ``timeout_s``. A server
-    that hangs (stopped, its connection kept) never completes a session's handshake, and TVM's
-    client sets no limit there; the call is left behind in a daemon thread."""
+    """``call()``, or UserError(``silence``) when it has not returned within ``timeout_s``; a call
+    that never returns (on a server that hangs) is left behind in a daemon thread."""
     outcome: dict = {}
 
     def run():
@@ -344,18 +343,17 @@ class LocalFleet:
     def _listening(self) -> bool:
         if self.tracker_process.poll() is not None:
             raise UserError(f"the local RPC tracker exited; see {os.path.join(self.log_dir, 'tracker.log')}")
-        try:
-            self.tracker.servers_by_key()
-        except UserError:
-            return False
-        return True
+        return self._registered() is not None
 
     def _all_registered(self) -> bool:
-        running = sum(1 for s in self.servers if s.poll() is None)
+        return self._registered() == sum(1 for s in self.servers if s.poll() is None)
+
+    def _registered(self) -> Optional[int]:
+        """The servers the tracker holds for the key; None while it does not answer yet."""
         try:
-            return self.tracker.servers() == running
+            return self.tracker.servers()
         except UserError:
-            return False
+            return None
 
     def _start(self, name: str, module: str, *args):
         log = open(os.path.join(self.log_dir, f"{name}.log"), "w")  # pylint: disable=consider-using-with
