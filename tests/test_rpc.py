@@ -104,6 +104,28 @@ def test_a_server_that_hangs_mid_run_costs_only_the_candidate_it_held(tmp_path):
 
 
 @pytest.mark.slow
+def test_each_batch_measures_on_as_many_servers_as_the_key_holds_then(tmp_path):
+    """A server started between two calls on the same runner (a batch of a long model tune) takes
+    work from the next batch; a killed one is no longer waited for."""
+    work_dir = str(tmp_path / "wd")
+
+    def tune_to(trials: int):
+        tune_tir(parse_workload(SPEC).prim_func(), llvm_target(), work_dir, trials, "pruner", runner=runner,
+                 num_trials_per_iter=8, seed=0, progress=False)
+
+    with fleet(tmp_path, 1) as running:
+        runner = make_fleet_runner(running.tracker, llvm_target())
+        tune_to(8)
+        assert runner.workers == 1
+        running.add_server()
+        tune_to(24)
+        assert runner.workers == 2 and _records(work_dir) == 24 and _measured_by(running, 1) > 0
+        running.kill(running.servers[0])
+        tune_to(32)
+        assert runner.workers == 1 and _records(work_dir) == 32
+
+
+@pytest.mark.slow
 def test_a_server_that_hangs_before_the_run_is_named_in_one_line(tmp_path, capsys):
     """The tracker hands out an idle server that was stopped; the device check's session with it is
     never answered (TVM sets no limit there), so the check gives up after ``--rpc-timeout``."""

@@ -2,9 +2,9 @@
 
 Candidates are built here (our builder, device code compiled here), so a server only uploads the
 artifact, loads it and times it with the evaluator settings the local runner uses. As many
-candidates are measured at once as the tracker holds servers for the key when the call starts
-(RPCRunner's ``max_workers``); each one opens its own session, so arguments are filled once a
-candidate, not once a task as the local runner does (docs/distributed.md measures the cost).
+candidates are measured at once as the tracker holds servers for the key when a batch starts
+(RPCRunner's pool); each one opens its own session, so arguments are filled once a candidate, not
+once a task as the local runner does (docs/distributed.md measures the cost).
 
 Faults: a server that dies costs the candidates it held (run errors); the others go on; so does
 one that hangs, once the tracker's ``timeout_s`` has passed (TVM 0.27 sets no limit). A batch
@@ -226,19 +226,28 @@ def answered(call, timeout_s: float, silence: str):
 @derived_object
 class FleetRunner(PyRunner):
     """``RPCRunner`` over a tracker's servers that stops the call when the tracker holds none, or
-    no longer answers."""
+    no longer answers. Unless ``workers`` is fixed, each batch measures as many candidates at once as
+    the key has servers when it starts, so a server added to a long tune takes work from the next
+    batch on, and one gone leaves no candidate waiting for it."""
 
-    def __init__(self, tracker: Tracker, inner, poll_s: float = 1.0, grace_s: float = 5.0):
+    def __init__(self, tracker: Tracker, inner, workers: Optional[int] = None, poll_s: float = 1.0,
+                 grace_s: float = 5.0):
         super().__init__()
         self.tracker = tracker
         self.inner = inner
+        self.workers = workers
+        self.follows_servers = workers is None
         self.poll_s = poll_s
         self.grace_s = grace_s
         self.unanswered = False
 
     def run(self, runner_inputs):
-        if self._servers() == 0:
+        servers = self._servers()
+        if servers == 0:
             raise self._gone()
+        if self.follows_servers and servers != self.workers:
+            self.inner.pool.shutdown(wait=False)  # idle between batches
+            self.inner.pool, self.workers = candidate_pool(servers, self.tracker.timeout_s), servers
         futures = self.inner.run(runner_inputs)
         lost_since, asked = None, time.monotonic()
         while not all(future.done() for future in futures):
@@ -277,16 +286,18 @@ class FleetRunner(PyRunner):
 def make_fleet_runner(tracker: Tracker, target, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100,
                       workers: Optional[int] = None):
     """A FleetRunner measuring on ``tracker``'s servers with the local runner's evaluator settings,
-    once the servers' device was checked against ``target``; ``workers`` defaults to the servers.
+    once the servers' device was checked against ``target``; ``workers`` fixes how many candidates
+    are measured at once, else each batch takes the key's servers then.
     A candidate not measured within the tracker's ``timeout_s`` (its server hangs) is a run error."""
-    servers = tracker.check_device(target)
+    tracker.check_device(target)
     config = ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
                                        enable_cpu_cache_flush=False)
     inner = ms.runner.RPCRunner(rpc_config=tracker.rpc_config(), evaluator_config=config,
-                                max_workers=workers or servers, f_alloc_argument=rpc_alloc_argument)
+                                f_alloc_argument=rpc_alloc_argument)
     inner.pool.shutdown(wait=False)  # started no worker yet
-    inner.pool = candidate_pool(workers or servers, tracker.timeout_s)
-    return FleetRunner(tracker, inner)
+    if workers:
+        inner.pool = candidate_pool(workers, tracker.timeout_s)
+    return FleetRunner(tracker, inner, workers)
 
 
 def candidate_pool(workers: int, timeout_s: float) -> PopenPoolExecutor:
