@@ -18,7 +18,7 @@ from ms_pruner.database.records import is_valid, open_database
 from ms_pruner.errors import UserError
 from ms_pruner.hardware import llvm_target
 from ms_pruner.tuning import tune_tir
-from ms_pruner.tuning.fleet import LocalFleet, make_fleet_runner
+from ms_pruner.tuning.fleet import LocalFleet, NoServerLeft, make_fleet_runner
 from ms_pruner.workloads import parse_workload
 
 SPEC = "matmul:128x128x128:float32:float32"
@@ -106,7 +106,8 @@ def test_a_server_that_hangs_mid_run_costs_only_the_candidate_it_held(tmp_path):
 @pytest.mark.slow
 def test_each_batch_measures_on_as_many_servers_as_the_key_holds_then(tmp_path):
     """A server started between two calls on the same runner (a batch of a long model tune) takes
-    work from the next batch; a killed one is no longer waited for."""
+    work from the next batch; a killed one is no longer waited for; with none left the runner stops,
+    and goes on once a server is back."""
     work_dir = str(tmp_path / "wd")
 
     def tune_to(trials: int):
@@ -123,6 +124,12 @@ def test_each_batch_measures_on_as_many_servers_as_the_key_holds_then(tmp_path):
         running.kill(running.servers[0])
         tune_to(32)
         assert runner.workers == 1 and _records(work_dir) == 32
+        running.kill(running.servers[1])
+        with pytest.raises(NoServerLeft):
+            tune_to(40)
+        running.add_server()
+        tune_to(40)
+        assert _records(work_dir) == 40
 
 
 @pytest.mark.slow

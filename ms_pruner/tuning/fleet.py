@@ -275,8 +275,10 @@ class FleetRunner(PyRunner):
         """The stop to raise: on its way out of MetaSchedule's C++ the FFI turns it into a
         RuntimeError, and ``graceful_interrupts`` gives it back. The runner's workers, each waiting
         on the tracker for a server, are stopped: one that got a server later would measure for
-        nobody."""
+        nobody. A runner that follows the servers makes a new pool for its next batch."""
         self.inner.pool.shutdown(wait=False)
+        if self.follows_servers:
+            self.workers = None
         where = f"{self.tracker.host}:{self.tracker.port}"
         what, needed = (f"the RPC tracker at {where} no longer answers", "it") if self.unanswered else \
             (f"no RPC server left for key '{self.tracker.key}' at {where}", "a server")
