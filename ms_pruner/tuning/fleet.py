@@ -299,7 +299,7 @@ def make_fleet_runner(tracker: Tracker, target, number: int = 3, repeat: int = 1
     inner.pool.shutdown(wait=False)  # started no worker yet
     if workers:
         inner.pool = candidate_pool(workers, tracker.timeout_s)
-    return FleetRunner(tracker, inner, workers)
+    return FleetRunner(tracker, inner, workers or None)
 
 
 def candidate_pool(workers: int, timeout_s: float) -> PopenPoolExecutor:
