@@ -65,6 +65,12 @@ def _tune(work_dir, address, trials: int = 16):
                  "--work-dir", str(work_dir), "--no-progress", "--rpc", address])
 
 
+def _tune_on(runner, work_dir, trials: int):
+    """``tune`` through the Python API, measuring with ``runner``."""
+    return tune_tir(parse_workload(SPEC).prim_func(), llvm_target(), work_dir, trials, "pruner", runner=runner,
+                    num_trials_per_iter=8, seed=0, progress=False)
+
+
 @pytest.mark.slow
 def test_a_run_measures_on_every_server_of_the_key(tmp_path, capsys):
     with fleet(tmp_path, 2) as running:
@@ -94,8 +100,7 @@ def test_a_server_that_hangs_mid_run_costs_only_the_candidate_it_held(tmp_path):
         resume = _resumer(hung)
         _when_records(work_dir, 8, lambda: (os.killpg(hung.pid, signal.SIGSTOP), resume.start()))
         runner = make_fleet_runner(dataclasses.replace(running.tracker, timeout_s=5.0), llvm_target())
-        result = tune_tir(parse_workload(SPEC).prim_func(), llvm_target(), work_dir, 24, "pruner", runner=runner,
-                          num_trials_per_iter=8, seed=0, progress=False)
+        result = _tune_on(runner, work_dir, 24)
         resume.cancel()
         records = list(open_database(work_dir).get_all_tuning_records())
         failed = sum(1 for record in records if not is_valid(record))
@@ -111,8 +116,7 @@ def test_each_batch_measures_on_as_many_servers_as_the_key_holds_then(tmp_path):
     work_dir = str(tmp_path / "wd")
 
     def tune_to(trials: int):
-        tune_tir(parse_workload(SPEC).prim_func(), llvm_target(), work_dir, trials, "pruner", runner=runner,
-                 num_trials_per_iter=8, seed=0, progress=False)
+        _tune_on(runner, work_dir, trials)
 
     with fleet(tmp_path, 1) as running:
         runner = make_fleet_runner(running.tracker, llvm_target())
