@@ -226,17 +226,18 @@ def answered(call, timeout_s: float, silence: str):
 @derived_object
 class FleetRunner(PyRunner):
     """``RPCRunner`` over a tracker's servers that stops the call when the tracker holds none, or
-    no longer answers. Unless ``workers`` is fixed, each batch measures as many candidates at once as
-    the key has servers when it starts, so a server added to a long tune takes work from the next
-    batch on, and one gone leaves no candidate waiting for it."""
+    no longer answers. Unless ``fixed_workers`` is given, each batch measures as many candidates at
+    once as the key has servers when it starts, so a server added to a long tune takes work from the
+    next batch on, and one gone leaves no candidate waiting for it. ``workers``: the size of the
+    pool in use, None while there is none (before the first batch, after a stop)."""
 
-    def __init__(self, tracker: Tracker, inner, workers: Optional[int] = None, poll_s: float = 1.0,
+    def __init__(self, tracker: Tracker, inner, fixed_workers: Optional[int] = None, poll_s: float = 1.0,
                  grace_s: float = 5.0):
         super().__init__()
         self.tracker = tracker
         self.inner = inner
-        self.workers = workers
-        self.follows_servers = workers is None
+        self.fixed_workers = fixed_workers
+        self.workers: Optional[int] = None
         self.poll_s = poll_s
         self.grace_s = grace_s
         self.unanswered = False
@@ -245,9 +246,10 @@ class FleetRunner(PyRunner):
         servers = self._servers()
         if servers == 0:
             raise self._gone()
-        if self.follows_servers and servers != self.workers:
+        wanted = self.fixed_workers or servers
+        if wanted != self.workers:
             self.inner.pool.shutdown(wait=False)  # idle between batches
-            self.inner.pool, self.workers = candidate_pool(servers, self.tracker.timeout_s), servers
+            self.inner.pool, self.workers = candidate_pool(wanted, self.tracker.timeout_s), wanted
         futures = self.inner.run(runner_inputs)
         lost_since, asked = None, time.monotonic()
         while not all(future.done() for future in futures):
@@ -275,10 +277,9 @@ class FleetRunner(PyRunner):
         """The stop to raise: on its way out of MetaSchedule's C++ the FFI turns it into a
         RuntimeError, and ``graceful_interrupts`` gives it back. The runner's workers, each waiting
         on the tracker for a server, are stopped: one that got a server later would measure for
-        nobody. A runner that follows the servers makes a new pool for its next batch."""
+        nobody; a later batch makes a new pool."""
         self.inner.pool.shutdown(wait=False)
-        if self.follows_servers:
-            self.workers = None
+        self.workers = None
         where = f"{self.tracker.host}:{self.tracker.port}"
         what, needed = (f"the RPC tracker at {where} no longer answers", "it") if self.unanswered else \
             (f"no RPC server left for key '{self.tracker.key}' at {where}", "a server")
@@ -296,10 +297,8 @@ def make_fleet_runner(tracker: Tracker, target, number: int = 3, repeat: int = 1
                                        enable_cpu_cache_flush=False)
     inner = ms.runner.RPCRunner(rpc_config=tracker.rpc_config(), evaluator_config=config,
                                 f_alloc_argument=rpc_alloc_argument)
-    inner.pool.shutdown(wait=False)  # started no worker yet
-    if workers:
-        inner.pool = candidate_pool(workers, tracker.timeout_s)
-    return FleetRunner(tracker, inner, workers or None)
+    inner.pool.shutdown(wait=False)  # started no worker yet; each batch's pool is FleetRunner's
+    return FleetRunner(tracker, inner, workers)
 
 
 def candidate_pool(workers: int, timeout_s: float) -> PopenPoolExecutor:
