@@ -137,6 +137,24 @@ def test_each_batch_measures_on_as_many_servers_as_the_key_holds_then(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_fixed_count_of_candidates_at_once_holds_through_a_stop(tmp_path):
+    """``workers=N`` is kept whatever the key holds, and a runner stopped for want of a server
+    measures again, N at once, once one is back (its stopped pool is not reused)."""
+    work_dir = str(tmp_path / "wd")
+    with fleet(tmp_path, 1) as running:
+        runner = make_fleet_runner(running.tracker, llvm_target(), workers=2)
+        _tune_on(runner, work_dir, 8)
+        assert runner.workers == 2
+        running.kill(running.servers[0])
+        with pytest.raises(NoServerLeft):
+            _tune_on(runner, work_dir, 16)
+        assert runner.workers is None
+        running.add_server()
+        _tune_on(runner, work_dir, 16)
+        assert runner.workers == 2 and _records(work_dir) == 16 and _measured_by(running, 1) > 0
+
+
+@pytest.mark.slow
 def test_a_server_that_hangs_before_the_run_is_named_in_one_line(tmp_path, capsys):
     """The tracker hands out an idle server that was stopped; the device check's session with it is
     never answered (TVM sets no limit there), so the check gives up after ``--rpc-timeout``."""
