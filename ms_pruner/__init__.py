@@ -27,13 +27,13 @@ _LAZY = {
 def tune_tir(mod, target, work_dir, max_trials, strategy="pruner", **kwargs):
     """Tune a PrimFunc/IRModule with ``strategy`` ("pruner", "moa" or "stock") into ``work_dir``.
 
-    ``target`` is a ``tvm.target.Target`` or a word ``ms-pruner tune --target`` accepts ("llvm",
-    "cuda", "h100", "nvidia/nvidia-a100"). Keyword arguments go to
+    ``target`` is a ``tvm.target.Target``, or what ``ms-pruner tune --target`` accepts ("llvm",
+    "cuda", "h100", "nvidia/nvidia-a100", a JSON dict, or a dict). Keyword arguments go to
     ``ms_pruner.tuning.tune_tir`` (builder, runner, seed, num_trials_per_iter, pretrained, ...).
     """
     from .tuning import tune_tir as _tune_tir  # lazy: importing the package stays free of TVM
 
-    if isinstance(target, str):
+    if isinstance(target, (str, dict)):
         from .hardware import resolve_target  # lazy: (the same)
 
         target = resolve_target(target, require_device=False).target

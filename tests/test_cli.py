@@ -75,6 +75,16 @@ def test_tune_then_rerun_keeps_records(tmp_path, capsys):
     assert "no finished moa run" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_a_target_given_as_a_json_dict_is_tuned_with_its_attributes(tmp_path):
+    work_dir = str(tmp_path / "wd")
+    target = '{"kind": "llvm", "mcpu": "x86-64-v2", "num-cores": 1}'
+    assert main(["tune", SPEC, "--target", target, "--trials", "8", "--work-dir", work_dir, "--no-progress"]) == 0
+    records = open_database(work_dir).get_all_tuning_records()
+    assert len(records) == 8
+    assert {(str(r.target.attrs["mcpu"]), int(r.target.attrs["num-cores"])) for r in records} == {("x86-64-v2", 1)}
+
+
 @pytest.mark.skipif(cuda_device_name() is not None, reason="this machine has a GPU")
 def test_cuda_target_without_gpu_is_one_clear_line(tmp_path):
     work_dir = tmp_path / "wd"

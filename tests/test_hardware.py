@@ -73,6 +73,43 @@ def test_resolve_target_without_device_requirement():
         resolve_target("llvm", gpu="h100")
 
 
+def test_a_json_dict_target_is_completed_from_the_sheet_keeping_what_it_gives():
+    """TVM 0.27 takes a target with options as a JSON dict only; a bare one lacks the limits MetaSchedule
+    reads (max_threads_per_block ...), so the GPU's sheet fills them in."""
+    a100 = resolve_target('{"kind": "cuda", "arch": "sm_80"}', require_device=False)
+    assert a100.gpu is GPUS["a100"] and a100.target.attrs["max_threads_per_block"] == 1024
+    assert dict(a100.target.export()) == dict(GPUS["a100"].target().export())
+    opted_in = resolve_target({"kind": "cuda", "arch": "sm_90a", "max_shared_memory_per_block": 232448},
+                              require_device=False)
+    assert opted_in.gpu is GPUS["h100"] and opted_in.target.attrs["max_shared_memory_per_block"] == 232448
+    named = resolve_target('{"kind": "cuda"}', gpu="h200", require_device=False)
+    assert named.gpu is GPUS["h200"] and str(named.target.attrs["arch"]) == "sm_90a"
+    a10g = resolve_target("nvidia/nvidia-a10g", require_device=False)  # a TVM tag we have no name for
+    assert a10g.gpu is GPUS["rtx3090"] and str(a10g.target.attrs["arch"]) == "sm_86"
+    assert spec_for_target(a10g.target) is a10g.gpu
+    cpu = resolve_target('{"kind": "llvm", "mcpu": "x86-64-v2"}')
+    assert str(cpu.target.attrs["mcpu"]) == "x86-64-v2" and int(cpu.target.attrs["num-cores"]) >= 1
+    assert int(resolve_target({"kind": "llvm", "num-cores": 1}).target.attrs["num-cores"]) == 1
+
+
+@pytest.mark.parametrize("target, gpu, message", [
+    ("cuda -arch=sm_80", None, 'takes a target with options as a JSON dict, e.g. \'{"kind": "cuda"'),
+    ('{"kind": "cuda", "arch": "sm_80"', None, "is not a JSON dict: "),
+    ('{"kind": "cuda", "arch": "sm_80"}', "h100", "--gpu h100 is sm_90a, but --target"),
+    ("h100", "a100", "--gpu a100 is sm_80, but --target h100 is for sm_90a"),
+    ('{"kind": "cuda", "arch": "sm_90a", "max_shared_memory_per_block": 300000}', None, "exceeds the h100 opt-in"),
+    ('{"kind": "cuda", "arch": "sm_80", "max_threads_per_block": "x"}', None, "'max_threads_per_block': expected"),
+    ('{"kind": "rocm"}', None, "ms-pruner tunes llvm and cuda targets, not rocm"),
+    ('{"kind": "llvm"}', "h100", "--gpu names a GPU but --target is llvm"),
+    ('{"kind": "llvm", "mcpu": "no-such-cpu"}', None, "LLVM knows no CPU 'no-such-cpu' for "),
+    ("v100", None, "unknown target 'v100': give llvm, cuda, auto, a GPU (a100, "),
+])
+def test_a_target_that_cannot_be_tuned_is_one_line(target, gpu, message):
+    with pytest.raises(UserError) as raised:
+        resolve_target(target, gpu, require_device=False)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
 def test_detect_cpu_is_sane():
     cpu = detect_cpu()
     assert cpu.simd_bytes in (16, 32, 64)

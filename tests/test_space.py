@@ -51,6 +51,21 @@ def test_auto_space_is_both_families_where_the_mma_rule_takes_a_block_on_sm80(te
             resolve_space(choice, _mod(GEMM), target)
 
 
+def test_a_target_given_as_a_bare_json_dict_gets_the_limits_its_space_needs(tensor_intrinsics):
+    """MetaSchedule's rules read the target's thread and shared-memory limits: TVM 0.27's dict form
+    without them stops in TuneContext; ``--target`` completes it from the GPU's sheet."""
+    from tvm.target import Target
+
+    from ms_pruner.hardware import GPUS, resolve_target
+    from ms_pruner.space import tuning_space
+
+    bare = '{"kind": "cuda", "arch": "sm_80"}'
+    with pytest.raises(Exception, match="max_threads_per_block"):
+        tuning_space("auto", _mod(GEMM), Target(json.loads(bare)))
+    resolved, target, _ = tuning_space("auto", _mod(GEMM), resolve_target(bare, require_device=False).target)
+    assert resolved == "all" and target.attrs["max_shared_memory_per_block"] == GPUS["a100"].smem_per_block_bytes
+
+
 def test_all_space_holds_both_families_with_the_opt_in_shared_memory(tensor_intrinsics):
     from ms_pruner.space import mma_shape, pipeline_depth, sketch_family
 

@@ -27,7 +27,8 @@ def add_tuning_commands(sub) -> None:
     tune.add_argument("workload", nargs="?", default=None,
                       help=f"workload spec, e.g. {DEFAULT_GPU_WORKLOAD} (default: that on a GPU, "
                            f"{DEFAULT_CPU_WORKLOAD} on CPU)")
-    tune.add_argument("--target", default="auto", help="llvm | cuda | GPU name or TVM tag | auto")
+    tune.add_argument("--target", default="auto",
+                      help="llvm | cuda | GPU name or TVM tag | TVM target as a JSON dict | auto")
     tune.add_argument("--gpu", default=None,
                       help="GPU spec name (h100, a100, ...; h100:FIELD=VALUE,... changes its figures); "
                            "default: detected")

@@ -291,6 +291,10 @@ _ALIASES = {
 }
 
 
+class UnknownGPU(UserError):
+    """A GPU name with no sheet here; ``resolve_target`` then tries the word as a TVM tag."""
+
+
 def get_gpu_spec(name: str) -> GPUSpec:
     """Look a GPU up by short name (``h100``), alias, TVM tag or marketing name, optionally followed
     by numeric fields to change (``h100:warp_mma_share=1,l2_latency_cycles=300``): an analyzer
@@ -308,7 +312,7 @@ def get_gpu_spec(name: str) -> GPUSpec:
     for spec in GPUS.values():
         if spec.marketing_name.lower() == name.strip().lower():
             return spec
-    raise UserError(f"unknown GPU '{name}'; known: {', '.join(sorted(GPUS))}")
+    raise UnknownGPU(f"unknown GPU '{name}'; known: {', '.join(sorted(GPUS))}")
 
 
 def _changed(base: GPUSpec, changes: str) -> GPUSpec:

@@ -127,7 +127,7 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
         require_positive("--trials", max_trials_global)
     require_positive("--per-iter", num_trials_per_iter)
     check_search(strategy, pretrained, seed, cost_model, first_round, warm_start, pruner_settings)
-    if isinstance(target, str):
+    if isinstance(target, (str, dict)):
         target = resolve_target(target, require_device=False).target
     register_tensor_intrinsics()
     fused = legalize_and_fuse(mod)
