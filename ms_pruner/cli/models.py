@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..cost_model import read_model_file
-from ..hardware import resolve_target
+from ..hardware import add_target_options, resolve_target
 from ..models import compare_outputs, get_model, import_torch_model, run_executable, torch_latency, tune_relax
 from ..models.report import model_table, read_summaries, write_summary
 from ..models.user_model import example_inputs
@@ -22,8 +22,7 @@ def add_model_commands(sub) -> None:
     model.add_argument("--model", required=True,
                        help="bert-layer | resnet-block | mlp-tiny | FILE.py:FUNCTION (your own: FUNCTION() returns "
                             "(torch module, example input tensor or tuple of tensors); docs/usage.md)")
-    model.add_argument("--target", default="auto")
-    model.add_argument("--gpu", default=None)
+    add_target_options(model)
     model.add_argument("--trials", type=int, default=None,
                        help="trials over all tasks, counting those the work dir already holds (a rerun resumes); "
                             "default: a round of --per-iter for each task")

@@ -10,7 +10,7 @@ import re
 from ..cost_model import read_model_file
 from ..database.records import describe_best, group_by_workload, open_database
 from ..errors import UserError
-from ..hardware import resolve_target
+from ..hardware import add_target_options, resolve_target
 from ..search import parse_settings, warm_start_line
 from ..tuning import tune_tir
 from ..tuning.compare import comparison_settings, finished_work_dirs, load_previous, run_comparison, write_outputs
@@ -27,11 +27,7 @@ def add_tuning_commands(sub) -> None:
     tune.add_argument("workload", nargs="?", default=None,
                       help=f"workload spec, e.g. {DEFAULT_GPU_WORKLOAD} (default: that on a GPU, "
                            f"{DEFAULT_CPU_WORKLOAD} on CPU)")
-    tune.add_argument("--target", default="auto",
-                      help="llvm | cuda | GPU name or TVM tag | TVM target as a JSON dict | auto")
-    tune.add_argument("--gpu", default=None,
-                      help="GPU spec name (h100, a100, ...; h100:FIELD=VALUE,... changes its figures); "
-                           "default: detected")
+    add_target_options(tune)
     tune.add_argument("--trials", type=int, default=64, help="total trials in the work dir")
     tune.add_argument("--strategy", default="pruner", help="pruner | moa | stock | replay (random)")
     tune.add_argument("--work-dir", default=None)
@@ -53,8 +49,7 @@ def add_tuning_commands(sub) -> None:
                        help="also the finished runs of --strategy in the comparison under OUT_DIR (compare --out)")
     again.add_argument("--strategy", default="stock", help="whose runs --compare takes")
     again.add_argument("--top", type=int, default=4, help="how many of the fastest valid records")
-    again.add_argument("--target", default="auto")
-    again.add_argument("--gpu", default=None)
+    add_target_options(again)
     again.add_argument("--builder", default="pruner")
     again.add_argument("--repeat", type=int, default=1,
                        help="run the built kernels this many times in turn, each keeping its median")
@@ -68,8 +63,7 @@ def add_tuning_commands(sub) -> None:
 
 def _add_comparison_settings(parser) -> None:
     """What runs of one comparison share (compare.comparison_settings)."""
-    parser.add_argument("--target", default="auto")
-    parser.add_argument("--gpu", default=None)
+    add_target_options(parser)
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--per-iter", type=int, default=64)
     parser.add_argument("--builder", default="pruner")

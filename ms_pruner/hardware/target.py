@@ -49,6 +49,16 @@ def llvm_target(cores: Optional[int] = None):
     return Target({"kind": "llvm", "num-cores": cores or psutil.cpu_count(logical=False) or 1})
 
 
+def add_target_options(parser) -> None:
+    """``--target`` and ``--gpu`` as ``resolve_target`` reads them, on every command that takes them."""
+    parser.add_argument("--target", default="auto",
+                        help="llvm | cuda | GPU name or TVM tag | TVM target as a JSON dict, e.g. "
+                             '\'{"kind": "cuda", "arch": "sm_80"}\' | auto (the GPU here, else llvm)')
+    parser.add_argument("--gpu", default=None,
+                        help="GPU spec name (h100, a100, ...; h100:FIELD=VALUE,... changes its figures); "
+                             "default: the target's, else detected")
+
+
 def resolve_target(target="auto", gpu: Optional[str] = None, require_device: bool = True) -> TargetChoice:
     """Resolve ``llvm``, ``cuda``, ``auto``, a GPU name (``h100``), a TVM tag (``nvidia/nvidia-a100``)
     or a TVM target as a JSON dict (TVM 0.27's form, ``{"kind": "cuda", "arch": "sm_80"}``; a dict

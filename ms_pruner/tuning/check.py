@@ -35,7 +35,7 @@ from ..database.records import fastest_records, mean_latency, open_database, rec
 from ..database.tools import records_by_workload_and_target, target_name
 from ..database.transfer import workload_name
 from ..errors import UserError, last_line, require_positive
-from ..hardware import resolve_target
+from ..hardware import add_target_options, resolve_target
 from ..space.families import tensor_instruction
 from ..workloads import parse_workload, relative_error
 from .driver import normalized_mod
@@ -266,8 +266,7 @@ def add_check_command(sub) -> None:
     parser.add_argument("--top", type=int, default=1, help="check each run's N fastest kernels, not its best alone")
     parser.add_argument("--emulate", action="store_true",
                         help="run the kernels in the CPU emulator, for each record's own target (no GPU needed)")
-    parser.add_argument("--target", default="auto")
-    parser.add_argument("--gpu", default=None)
+    add_target_options(parser)
     add_rpc_option(parser, "run the kernels on the servers a TVM RPC tracker holds for KEY (built here, each "
                            "in a session of its own; no torch error beside)")
     parser.add_argument("--json", action="store_true")
