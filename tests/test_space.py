@@ -53,7 +53,8 @@ def test_auto_space_is_both_families_where_the_mma_rule_takes_a_block_on_sm80(te
 
 def test_a_target_given_as_a_bare_json_dict_gets_the_limits_its_space_needs(tensor_intrinsics):
     """MetaSchedule's rules read the target's thread and shared-memory limits: TVM 0.27's dict form
-    without them stops in TuneContext; ``--target`` completes it from the GPU's sheet."""
+    without them stops in TuneContext; ``--target`` completes it from the GPU's sheet, and a shared
+    memory cap it sets is kept where the mma space would raise the tag's."""
     from tvm.target import Target
 
     from ms_pruner.hardware import GPUS, resolve_target
@@ -64,6 +65,9 @@ def test_a_target_given_as_a_bare_json_dict_gets_the_limits_its_space_needs(tens
         tuning_space("auto", _mod(GEMM), Target(json.loads(bare)))
     resolved, target, _ = tuning_space("auto", _mod(GEMM), resolve_target(bare, require_device=False).target)
     assert resolved == "all" and target.attrs["max_shared_memory_per_block"] == GPUS["a100"].smem_per_block_bytes
+    capped = resolve_target('{"kind": "cuda", "arch": "sm_80", "max_shared_memory_per_block": 98304}',
+                            require_device=False).target
+    assert tuning_space("all", _mod(GEMM), capped)[1].attrs["max_shared_memory_per_block"] == 98304  # the user's
 
 
 def test_all_space_holds_both_families_with_the_opt_in_shared_memory(tensor_intrinsics):

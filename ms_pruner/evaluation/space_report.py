@@ -29,7 +29,7 @@ from ..builder.sass import opcode_counts, opcodes, read_sass, tensor_kernel_coun
 from ..builder.sass_issue import main_loop_issue
 from ..builder.worker import lowered_tir
 from ..errors import UserError
-from ..hardware import get_gpu_spec
+from ..hardware import resolve_target
 from ..search.droplet import tile_decisions
 from ..search.space import DesignSpace
 from ..space.families import SPACES, pipeline_depth, sketch_family, tensor_instruction, tuning_space
@@ -178,9 +178,12 @@ def space_report(query: SpaceQuery) -> dict:
     if query.sample < 0:
         raise UserError(f"--sample must be 0 or more, not {query.sample}")
     workload = parse_workload(query.workload)
-    gpu = get_gpu_spec(query.gpu)
+    choice = resolve_target(query.gpu, require_device=False)
+    if not choice.is_cuda:
+        raise UserError(f"--gpu {query.gpu}: the space of a CUDA GPU is shown; give its name, TVM tag or target")
+    gpu = choice.gpu
     mod = normalized_mod(workload.prim_func())
-    resolved, target, generator = tuning_space(query.space, mod, gpu.target())
+    resolved, target, generator = tuning_space(query.space, mod, choice.target)
     space = DesignSpace(mod, target, space=generator)
     sketches = collections.Counter(sketch_family(s) or "other" for s in space.sketches)
     depths = sorted({d for d in map(pipeline_depth, space.sketches) if d is not None})
@@ -308,7 +311,8 @@ def add_space_command(sub) -> None:
     parser = sub.add_parser("space", help="inspect a design space: sketches, samples, and with --build their "
                                           "kernels compiled with nvcc (no GPU needed)")
     parser.add_argument("workload", help="workload spec, e.g. matmul:4096x4096x4096:float16:float32")
-    parser.add_argument("--gpu", default="h100", help="GPU spec name (h100, a100, ...)")
+    parser.add_argument("--gpu", default="h100",
+                        help="GPU spec name (h100, a100, ...), TVM tag or CUDA target as a JSON dict (as --target)")
     parser.add_argument("--space", default="auto", choices=SPACES)
     parser.add_argument("--sample", type=int, default=8, help="distinct valid candidates to draw")
     parser.add_argument("--build", action="store_true",

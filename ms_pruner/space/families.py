@@ -165,13 +165,15 @@ def uses_opt_in_shared_memory(resolved: str) -> bool:
 
 
 def space_target(resolved: str, target):
-    """``target`` as a resolved space is tuned with: a GPU target's shared memory a block raised to
-    its GPU's opt-in limit (``GPUSpec.smem_per_block_bytes``) where the space uses it; else as given."""
+    """``target`` as a resolved space is tuned with: a GPU target's shared memory a block raised from
+    the tag's default to its GPU's opt-in limit (``GPUSpec.smem_per_block_bytes``) where the space
+    uses it; else as given (another cap is the user's: ``--target '{..., "max_shared_memory_per_block": N}'``)."""
     if target.kind.name != "cuda" or not uses_opt_in_shared_memory(resolved):
         return target
-    limit = spec_for_target(target).smem_per_block_bytes
-    if int(target.attrs.get("max_shared_memory_per_block", 0)) >= limit:
+    spec = spec_for_target(target)
+    if int(target.attrs.get("max_shared_memory_per_block", 0)) not in (0, spec.smem_per_block_default_bytes):
         return target
+    limit = spec.smem_per_block_bytes
     config = dict(target.export())
     config["max_shared_memory_per_block"] = limit
     return Target(config)
