@@ -25,7 +25,7 @@ _LAZY = {
 
 
 def tune_tir(mod, target, work_dir, max_trials, strategy="pruner", **kwargs):
-    """Tune a PrimFunc/IRModule with ``strategy`` ("pruner", "moa" or "stock") into ``work_dir``.
+    """Tune a PrimFunc (or an IRModule of one) with ``strategy`` ("pruner", "moa" or "stock") into ``work_dir``.
 
     ``target`` is a ``tvm.target.Target``, or what ``ms-pruner tune --target`` accepts ("llvm",
     "cuda", "h100", "nvidia/nvidia-a100", a JSON dict, or a dict). Keyword arguments go to

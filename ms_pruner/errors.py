@@ -16,6 +16,13 @@ def last_line(error, fallback: str = "error") -> str:
     return lines[-1] if lines else fallback
 
 
+def raised_by_user_code(error) -> str:
+    """An error raised by a user's own file or function, as one line: its type and its message's
+    first line (TVMScript's parser puts the source excerpt below)."""
+    lines = [line for line in str(error).strip().splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
 def require_positive(option: str, value) -> None:
     """A count or limit the user gave (``--trials``, ``--per-iter``, ...) that must be above zero."""
     if value <= 0:

@@ -175,3 +175,36 @@ def _no_console_handler_on_a_closed_stream():
         stream = getattr(handler, "stream", None)
         if stream is not None and getattr(stream, "closed", False):
             logger.removeHandler(handler)
+
+
+# A user's TensorIR file for `tune FILE.py:NAME` (test_workloads.py, test_cli.py).
+KERNEL_FILE = """
+from tvm.script import tirx as T
+
+
+@T.prim_func(s_tir=True)
+def matmul(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32"), C: T.Buffer((64, 64), "float32")):
+    for i, j, k in T.grid(64, 64, 64):
+        with T.sblock("C"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+
+
+def built():
+    import tvm
+    return tvm.IRModule({"mm": matmul})
+
+
+def two():
+    import tvm
+    return tvm.IRModule({"a": matmul, "b": matmul.with_attr("global_symbol", "b")})
+
+
+def fails():
+    raise ValueError("no shapes here\\nand a second line")
+
+
+count = 3
+"""

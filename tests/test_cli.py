@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import REPO_ROOT, needs_gpu, record_lines
+from conftest import KERNEL_FILE, REPO_ROOT, needs_gpu, record_lines
 from ms_pruner.cli import main
 from ms_pruner.hardware import cuda_device_name
 from ms_pruner.tuning import mean_latency, open_database
@@ -83,6 +83,17 @@ def test_a_target_given_as_a_json_dict_is_tuned_with_its_attributes(tmp_path):
     records = open_database(work_dir).get_all_tuning_records()
     assert len(records) == 8
     assert {(str(r.target.attrs["mcpu"]), int(r.target.attrs["num-cores"])) for r in records} == {("x86-64-v2", 1)}
+
+
+@pytest.mark.slow
+def test_a_users_tensorir_kernel_is_tuned_from_its_file_and_resumed(tmp_path, capsys):
+    path, work_dir = tmp_path / "kernels.py", str(tmp_path / "wd")
+    path.write_text(KERNEL_FILE)
+    for trials in (8, 16):
+        assert main(["tune", f"{path}:built", "--target", "llvm", "--trials", str(trials), "--work-dir", work_dir,
+                     "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "kernels:built on llvm: best" in out and "16 records (8 new)" in out and len(record_lines(work_dir)) == 16
 
 
 @pytest.mark.skipif(cuda_device_name() is not None, reason="this machine has a GPU")

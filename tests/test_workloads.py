@@ -1,8 +1,10 @@
 import numpy as np
 import pytest
+import tvm
 
+from conftest import KERNEL_FILE
 from ms_pruner.errors import UserError
-from ms_pruner.workloads import KINDS, SUITES, get_suite, parse_workload
+from ms_pruner.workloads import KINDS, SUITES, KernelFile, get_suite, parse_workload, tuned_workload
 
 
 def test_spec_round_trip_and_defaults():
@@ -93,3 +95,31 @@ def test_torch_reference_computes_the_workload(spec):
     np.testing.assert_allclose(out, workload.reference(inputs), rtol=1e-4, atol=1e-4)
     timed = reference_latency(workload, on_gpu=False)
     assert timed["what"] == what and timed["latency_s"] > 0
+
+
+def test_a_kernel_file_gives_its_prim_func_or_module_as_written(tmp_path):
+    path = tmp_path / "kernels.py"
+    path.write_text(KERNEL_FILE)
+    direct, built = tuned_workload(f"{path}:matmul"), tuned_workload(f"{path}:built")
+    assert isinstance(direct, KernelFile) and direct.spec == "kernels:matmul"
+    tvm.ir.assert_structural_equal(direct.prim_func(), built.prim_func()["mm"])
+    assert tuned_workload("matmul:8x8x8").spec == "matmul:8x8x8:float32:float32"
+
+
+@pytest.mark.parametrize("name, source, message", [
+    ("matmul", None, "no file '"),
+    ("nothing", KERNEL_FILE, "kernels.py' defines no 'nothing'"),
+    ("count", KERNEL_FILE, "'count' is of type int, not a PrimFunc, an IRModule of one, or a function returning one"),
+    ("two", KERNEL_FILE, "tune takes an IRModule of one PrimFunc, not of 2 functions"),
+    ("fails", KERNEL_FILE, "fails() failed: ValueError: no shapes here"),
+    ("matmul", KERNEL_FILE.replace("(s_tir=True)", ""),
+     "kernels.py' failed: DiagnosticError: error: Program is not well-formed"),
+])
+def test_a_kernel_file_that_gives_no_kernel_is_one_line(tmp_path, name, source, message):
+    path = tmp_path / "kernels.py"
+    if source is not None:
+        path.write_text(source)
+    with pytest.raises(UserError) as raised:
+        tuned_workload(f"{path}:{name}")
+    assert str(raised.value).startswith(f"tune {path}:{name}: ") and message in str(raised.value)
+    assert "\n" not in str(raised.value)

@@ -18,7 +18,7 @@ from ..tuning.fleet import make_fleet_runner, tracker_of
 from ..tuning.instrument import continues_batch
 from ..tuning.remeasure import best_records, remeasure, summary
 from ..tuning.restore import restore_comparison
-from ..workloads import get_suite, parse_workload
+from ..workloads import get_suite, parse_workload, tuned_workload
 from .options import DEFAULT_CPU_WORKLOAD, DEFAULT_GPU_WORKLOAD, add_rpc, add_search_options, add_time_limit, seed_value
 
 
@@ -26,7 +26,8 @@ def add_tuning_commands(sub) -> None:
     tune = sub.add_parser("tune", help="tune one workload (a MetaSchedule work dir; reruns resume)")
     tune.add_argument("workload", nargs="?", default=None,
                       help=f"workload spec, e.g. {DEFAULT_GPU_WORKLOAD} (default: that on a GPU, "
-                           f"{DEFAULT_CPU_WORKLOAD} on CPU)")
+                           f"{DEFAULT_CPU_WORKLOAD} on CPU), or FILE.py:NAME: your TensorIR, a PrimFunc, an "
+                           "IRModule of one, or a function returning one")
     add_target_options(tune)
     tune.add_argument("--trials", type=int, default=64, help="total trials in the work dir")
     tune.add_argument("--strategy", default="pruner", help="pruner | moa | stock | replay (random)")
@@ -109,15 +110,13 @@ def _default_work_dir(spec: str, target_kind: str) -> str:
 
 
 def cmd_tune(args) -> int:
-    if args.workload is not None:
-        parse_workload(args.workload)  # bad specs fail before any device probing
+    given = tuned_workload(args.workload) if args.workload is not None else None  # before any device probing
     settings = parse_settings(args.pruner_settings)
     if args.pretrained:
         read_model_file(args.pretrained)  # a bad model file fails before tuning starts
     tracker = tracker_of(args)
     choice = resolve_target(args.target, args.gpu, require_device=tracker is None)
-    spec = args.workload or (DEFAULT_GPU_WORKLOAD if choice.is_cuda else DEFAULT_CPU_WORKLOAD)
-    workload = parse_workload(spec)
+    workload = given or parse_workload(DEFAULT_GPU_WORKLOAD if choice.is_cuda else DEFAULT_CPU_WORKLOAD)
     work_dir = args.work_dir or _default_work_dir(workload.spec, choice.target.kind.name)
 
     result = tune_tir(

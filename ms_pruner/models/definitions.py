@@ -7,7 +7,8 @@ import math
 from typing import Callable, Dict, Tuple
 
 from ..errors import UserError
-from .user_model import example_inputs, load_model_file, model_file
+from ..user_files import file_name
+from .user_model import example_inputs, load_model_file
 
 
 def _torch():
@@ -123,7 +124,7 @@ def get_model(name: str, dtype: str = None, input_shape: Tuple[int, ...] = None)
     """
     if dtype not in (None, "float16", "float32"):
         raise UserError(f"unsupported model dtype '{dtype}'; use float16 or float32")
-    user_file = model_file(name)
+    user_file = file_name(name)
     if user_file is not None:
         module, example, function = load_model_file(user_file)
         shapes = tuple(tuple(x.shape) for x in example_inputs(example))

@@ -9,31 +9,10 @@ holding a ``Conv2d`` has its convolutions converted to NHWC on a GPU (the tensor
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.util
-import os
-from typing import Callable, Optional, Tuple
+from typing import Callable, Tuple
 
-from ..errors import UserError
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelFile:
-    """A ``--model`` value naming a file's function: ``path/to/file.py:FUNCTION`` taken apart."""
-
-    path: str
-    function: str
-
-    @property
-    def label(self) -> str:
-        """The model's name in reports and work dirs: ``file:FUNCTION``."""
-        return f"{os.path.basename(self.path)[:-3]}:{self.function}"
-
-
-def model_file(name: str) -> Optional[ModelFile]:
-    """``name`` as a ModelFile, or None where it names no file's function (a named model)."""
-    path, _, function = name.rpartition(":")
-    return ModelFile(path, function) if path.endswith(".py") and function else None
+from ..errors import UserError, raised_by_user_code
+from ..user_files import FileName, load_name
 
 
 def example_inputs(example) -> tuple:
@@ -41,31 +20,22 @@ def example_inputs(example) -> tuple:
     return tuple(example) if isinstance(example, (tuple, list)) else (example,)
 
 
-def load_model_file(model: ModelFile) -> Tuple[object, object, Callable]:
+def load_model_file(model: FileName) -> Tuple[object, object, Callable]:
     """(fp32 torch module in eval mode, its example input, FUNCTION) of ``model``."""
     import torch  # lazy: torch only where a model is built
 
-    path, function_name = model.path, model.function
-    name = f"{path}:{function_name}"
-    if not os.path.isfile(path):
-        raise UserError(f"--model {name}: no file '{path}'")
-    loader = importlib.util.spec_from_file_location(f"ms_pruner_user_model_{abs(hash(path))}", path)
-    source = importlib.util.module_from_spec(loader)
-    try:
-        loader.loader.exec_module(source)
-    except Exception as err:  # pylint: disable=broad-except  # the user's file: its error, one line
-        raise UserError(f"--model {name}: importing '{path}' failed: {type(err).__name__}: {err}") from err
-    function = getattr(source, function_name, None)
+    name = f"{model.path}:{model.name}"
+    function = load_name(model, "--model")
     if not callable(function):
-        raise UserError(f"--model {name}: '{path}' defines no function '{function_name}'")
+        raise UserError(f"--model {name}: '{model.path}' defines no function '{model.name}'")
     torch.manual_seed(0)
     try:
         built = function()
     except Exception as err:  # pylint: disable=broad-except
-        raise UserError(f"--model {name}: {function_name}() failed: {type(err).__name__}: {err}") from err
+        raise UserError(f"--model {name}: {model.name}() failed: {raised_by_user_code(err)}") from err
     if not (isinstance(built, (tuple, list)) and len(built) == 2 and isinstance(built[0], torch.nn.Module)
             and all(isinstance(x, torch.Tensor) for x in example_inputs(built[1]))):
-        raise UserError(f"--model {name}: {function_name}() must return (torch.nn.Module, example input: a tensor "
+        raise UserError(f"--model {name}: {model.name}() must return (torch.nn.Module, example input: a tensor "
                         f"or a tuple of tensors)")
     example = built[1] if isinstance(built[1], torch.Tensor) else example_inputs(built[1])
     return built[0].float().eval(), example, function

@@ -12,7 +12,9 @@ import time
 from typing import List, Mapping, Optional, Sequence, Union
 
 from tqdm import tqdm
+from tvm.ir import IRModule
 from tvm.s_tir import meta_schedule as ms
+from tvm.tirx import PrimFunc
 from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
 
 from ..analysis import StaticAnalyzer
@@ -214,7 +216,14 @@ def _builder_and_bar(builder, owned: bool, total_trials: int, desc: str, progres
 
 
 def normalized_mod(mod):
-    """The single-function IRModule MetaSchedule stores as the workload of a PrimFunc."""
+    """The single-function IRModule MetaSchedule stores as the workload of a PrimFunc, or of an
+    IRModule's one PrimFunc (``ms.tune_tir`` tunes each PrimFunc of a module as one of its own)."""
+    if isinstance(mod, IRModule):
+        functions = [func for func in mod.functions.values() if isinstance(func, PrimFunc)]
+        if len(functions) != 1:
+            raise UserError(f"tune_tir tunes one PrimFunc; this IRModule holds {len(functions)} "
+                            "(a whole model: tune_relax)")
+        mod = functions[0]
     return _normalize_mod(mod)
 
 
