@@ -20,7 +20,7 @@ def raised_by_user_code(error) -> str:
     """An error raised by a user's own file or function, as one line: its type and its message's
     first line (TVMScript's parser puts the source excerpt below)."""
     lines = [line for line in str(error).strip().splitlines() if line.strip()]
-    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 def require_positive(option: str, value) -> None:

@@ -14,8 +14,8 @@ from typing import List, Mapping, Optional, Sequence, Union
 from tqdm import tqdm
 from tvm.ir import IRModule
 from tvm.s_tir import meta_schedule as ms
-from tvm.tirx import PrimFunc
 from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
+from tvm.tirx import PrimFunc
 
 from ..analysis import StaticAnalyzer
 from ..builder import close_builder, make_builder, make_runner, run_cubin_cache, start_builder_workers

@@ -1,7 +1,8 @@
 """A user's own TensorIR kernel for ``tune FILE.py:NAME``: NAME is a PrimFunc or an IRModule of one
 (TVMScript's ``@T.prim_func``, ``@I.ir_module``), or a function of no arguments returning one. It is
 tuned as written: MetaSchedule's workload is the module itself, so a rerun resumes it, and ``show``
-and ``db`` list it as any other; only the named workloads have a reference for ``check``."""
+and ``db`` list it as any other; ``check`` holds its best kernel against its unscheduled function
+(only a named workload has an exact reference)."""
 
 from __future__ import annotations
 
