@@ -81,9 +81,7 @@ def resolve_target(target="auto", gpu: Optional[str] = None, require_device: boo
     if word == "auto":
         word = "cuda" if device_name else "llvm"
     if word == "llvm":
-        if gpu:
-            raise UserError("--gpu names a GPU but --target is llvm; use --target cuda")
-        return TargetChoice(target=llvm_target(), gpu=None, cpu=detect_cpu())
+        return _completed({"kind": "llvm"}, gpu, require_device, word)
     if word == "cuda":
         spec = get_gpu_spec(gpu) if gpu else (spec_from_device_name(device_name) if device_name else None)
         if spec is None:
