@@ -96,6 +96,25 @@ def test_a_users_tensorir_kernel_is_tuned_from_its_file_and_resumed(tmp_path, ca
     assert "kernels:built on llvm: best" in out and "16 records (8 new)" in out and len(record_lines(work_dir)) == 16
 
 
+@pytest.mark.slow
+def test_a_users_tensorir_kernel_is_compared_and_its_runs_checked(tmp_path, capsys):
+    """compare FILE.py:NAME runs stock and Pruner on the user's kernel; check --compare holds each
+    run's best against the kernel's unscheduled function (there is no named reference for it)."""
+    path, out = tmp_path / "kernels.py", str(tmp_path / "cmp")
+    path.write_text(KERNEL_FILE)
+    assert main(["compare", f"{path}:matmul", "--target", "llvm", "--trials", "8", "--per-iter", "8", "--out", out,
+                 "--no-progress"]) == 0
+    entry = json.load(open(os.path.join(out, "compare.json")))["workloads"]["kernels:matmul"]
+    assert sorted(entry["runs"]) == ["pruner", "stock"] and entry["flops"] == 2 * 64 ** 3
+    assert entry["file"] == f"{path}:matmul" and entry["reference"] is None
+    assert all(entry["summary"][s]["final_best_s"] > 0 for s in ("stock", "pruner"))
+    capsys.readouterr()
+    assert main(["check", "--compare", out, "--target", "llvm"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    unscheduled = "C(64x64:float32, 64x64:float32, 64x64:float32) on llvm"
+    assert len(lines) == 2 and all(line.startswith(f"ok   {unscheduled}") for line in lines)
+
+
 @pytest.mark.skipif(cuda_device_name() is not None, reason="this machine has a GPU")
 def test_cuda_target_without_gpu_is_one_clear_line(tmp_path):
     work_dir = tmp_path / "wd"

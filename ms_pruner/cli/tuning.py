@@ -80,7 +80,8 @@ def _comparison_settings(args, choice) -> dict:
 
 def _add_comparison_commands(sub) -> None:
     compare = sub.add_parser("compare", help="stock MetaSchedule vs Pruner (vs MoA), same trials and seed")
-    compare.add_argument("specs", nargs="*", metavar="WORKLOAD", help="workload specs (as tune takes them)")
+    compare.add_argument("specs", nargs="*", metavar="WORKLOAD",
+                         help="workload specs or FILE.py:NAME (as tune takes them)")
     compare.add_argument("--workload", action="append", default=[], help="workload spec (repeatable)")
     compare.add_argument("--suite", default=None, help="named suite (tensorcore, resnet50-convs, cpu-small)")
     compare.add_argument("--strategies", default="stock,pruner", help="comma list of stock, pruner, moa")
@@ -210,7 +211,7 @@ def cmd_compare(args) -> int:
     specs = args.specs + args.workload
     if not specs and not args.suite:
         raise UserError("compare needs WORKLOAD ... (or --workload SPEC, repeatable) or --suite NAME")
-    workloads = [parse_workload(w) for w in specs] + (get_suite(args.suite) if args.suite else [])
+    workloads = [tuned_workload(w) for w in specs] + (get_suite(args.suite) if args.suite else [])
     if args.pretrained:
         read_model_file(args.pretrained)
     tracker = tracker_of(args)

@@ -191,14 +191,15 @@ def _run_on_device(check: OutputCheck, error_of) -> None:
 
 
 def compared_runs(out_dir: str) -> List[tuple]:
-    """(work dir, workload spec) of every finished run of the comparison under ``out_dir``."""
+    """(work dir, workload spec) of every finished run of the comparison under ``out_dir``; the spec
+    is None for a user's own kernel (``compare FILE.py:NAME``), which has no exact reference."""
     path = os.path.join(out_dir, "compare.json")
     try:
         with open(path, encoding="utf-8") as handle:
             report = json.load(handle)
     except (OSError, ValueError) as err:
         raise UserError(f"cannot read comparison {path}: {err}") from err
-    return [(run["work_dir"], spec) for spec, entry in report.get("workloads", {}).items()
+    return [(run["work_dir"], None if "file" in entry else spec) for spec, entry in report.get("workloads", {}).items()
             for run in entry.get("runs", {}).values()]
 
 
@@ -232,7 +233,8 @@ def cmd_check(args) -> int:
         else:
             runs = compared_runs(args.compare) if args.compare else [(args.work_dir, args.workload)]
             checks = [c for work_dir, spec in runs
-                      for c in check_fastest(work_dir, spec, target, args.top, args.emulate, session)]
+                      for c in (check_fastest(work_dir, spec, target, args.top, args.emulate, session) if spec
+                                else check_database(work_dir, target, args.top, args.emulate, session))]
     if args.json:
         print(json.dumps([c.as_json() for c in checks]))
     else:

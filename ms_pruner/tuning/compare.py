@@ -20,6 +20,7 @@ from ..search.settings import setting_value
 from ..search.stats import STAGES
 from ..space import resolve_space
 from ..units import microseconds
+from ..workloads import KernelFile
 from .compare_plot import plot
 from .driver import PRUNER_STRATEGIES, ROUND_LOG, check_search, normalized_mod, tune_tir
 from .fleet import Tracker
@@ -186,7 +187,7 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
                   workloads=dict(previous.get("workloads", {})), commands=list(previous.get("commands", [])),
                   planned=list(dict.fromkeys(list(previous.get("planned", [])) + [w.spec for w in workloads])))
     for workload in workloads:
-        entry = report["workloads"].setdefault(workload.spec, {"flops": workload.flops, "runs": {}})
+        entry = report["workloads"].setdefault(workload.spec, _new_entry(workload))
         for strategy in strategies:
             if strategy in entry["runs"]:
                 continue
@@ -219,6 +220,12 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
         if entry.get("reference") is None and rpc is None:  # torch runs here, not on the servers
             entry["reference"] = reference_latency(workload, choice.is_cuda)
     return report
+
+
+def _new_entry(workload) -> dict:
+    """A workload's entry in compare.json; a user's own kernel names its file (check --compare)."""
+    source = {"file": f"{workload.source.path}:{workload.source.name}"} if isinstance(workload, KernelFile) else {}
+    return {"flops": workload.flops, "runs": {}, **source}
 
 
 def _finished_run(work_dir: str, result, calls: int) -> dict:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from typing import Optional
 
+from ..workloads import Workload
+
 
 GEMM_KINDS = ("matmul", "matmul_nt", "batch_matmul", "dense_bias", "dense_bias_relu")
 
@@ -52,7 +54,10 @@ def torch_operation(workload, inputs, device: str):
 
 def reference_latency(workload, on_gpu: bool) -> Optional[dict]:
     """torch's time for the same operator (cuBLAS / cuDNN on a GPU, torch's CPU kernels otherwise);
-    None where torch has no such operator, or ``on_gpu`` and torch sees no GPU here."""
+    None where torch has no such operator (a user's own kernel has none), or ``on_gpu`` and torch sees
+    no GPU here."""
+    if not isinstance(workload, Workload):
+        return None
     import torch  # lazy: torch only for the reference operator
 
     if on_gpu and not torch.cuda.is_available():

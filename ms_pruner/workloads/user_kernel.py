@@ -1,8 +1,8 @@
-"""A user's own TensorIR kernel for ``tune FILE.py:NAME``: NAME is a PrimFunc or an IRModule of one
-(TVMScript's ``@T.prim_func``, ``@I.ir_module``), or a function of no arguments returning one. It is
-tuned as written: MetaSchedule's workload is the module itself, so a rerun resumes it, and ``show``
-and ``db`` list it as any other; ``check`` holds its best kernel against its unscheduled function
-(only a named workload has an exact reference)."""
+"""A user's own TensorIR kernel for ``tune FILE.py:NAME`` and ``compare FILE.py:NAME``: NAME is a
+PrimFunc or an IRModule of one (TVMScript's ``@T.prim_func``, ``@I.ir_module``), or a function of no
+arguments returning one. It is tuned as written: MetaSchedule's workload is the module itself, so a
+rerun resumes it, and ``show`` and ``db`` list it as any other; ``check`` holds its best kernel
+against its unscheduled function (only a named workload has an exact reference, and torch's time)"""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import dataclasses
 
 from tvm import tirx
 from tvm.ir import IRModule
+from tvm.s_tir.analysis import estimate_tir_flops
 
 from ..errors import UserError, raised_by_user_code
 from ..user_files import FileName, file_name, load_name
@@ -27,6 +28,11 @@ class KernelFile:
     def spec(self) -> str:
         """Its name in reports and work dirs: ``file:NAME``."""
         return self.source.label
+
+    @property
+    def flops(self) -> float:
+        """As TVM estimates them from the unscheduled TIR (a comparison's TFLOP/s)."""
+        return float(estimate_tir_flops(self.mod if isinstance(self.mod, IRModule) else IRModule({"main": self.mod})))
 
     def prim_func(self):
         return self.mod
