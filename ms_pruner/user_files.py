@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
+import sys
 from typing import Optional
 
 from .errors import UserError, raised_by_user_code
@@ -32,12 +33,13 @@ def file_name(text: str) -> Optional[FileName]:
 
 
 def load_name(named: FileName, option: str):
-    """The object ``named.name`` of the file ``named.path`` (imported as a module of its own), None
-    where the file defines no such name."""
+    """The object ``named.name`` of the file ``named.path`` (imported as a module of its own, as
+    ``import`` would: registered in ``sys.modules``), None where the file defines no such name."""
     if not os.path.isfile(named.path):
         raise UserError(f"{option} {named.path}:{named.name}: no file '{named.path}'")
     loader = importlib.util.spec_from_file_location(f"ms_pruner_user_file_{abs(hash(named.path))}", named.path)
     source = importlib.util.module_from_spec(loader)
+    sys.modules[loader.name] = source  # TVMScript's @I.ir_module reads its class's source through it
     try:
         loader.loader.exec_module(source)
     except Exception as err:  # pylint: disable=broad-except  # the user's file: its error, one line

@@ -179,6 +179,7 @@ def _no_console_handler_on_a_closed_stream():
 
 # A user's TensorIR file for `tune FILE.py:NAME` (test_workloads.py, test_cli.py).
 KERNEL_FILE = """
+from tvm.script import ir as I
 from tvm.script import tirx as T
 
 
@@ -195,6 +196,16 @@ def matmul(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32"), C
 def built():
     import tvm
     return tvm.IRModule({"mm": matmul})
+
+
+@I.ir_module
+class Module:
+    @T.prim_func(s_tir=True)
+    def scale(A: T.Buffer((64,), "float32"), B: T.Buffer((64,), "float32")):
+        for i in range(64):
+            with T.sblock("B"):
+                vi = T.axis.spatial(64, i)
+                B[vi] = A[vi] * T.float32(2)
 
 
 def two():

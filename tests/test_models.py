@@ -192,6 +192,83 @@ def test_a_model_file_that_cannot_give_a_model_is_one_line(tmp_path, capsys, sou
     assert message in err, err
 
 
+RELAX_FILE = """
+from tvm.script import ir as I, relax as R
+
+
+@I.ir_module
+class Net:
+    @R.function
+    def main(x: R.Tensor((16, 64), "float32"), w: R.Tensor((64, 32), "float32")) -> R.Tensor((16, 32), "float32"):
+        with R.dataflow():
+            z = R.nn.relu(R.matmul(x, w))
+            R.output(z)
+        return z
+
+
+@I.ir_module
+class Symbolic:
+    @R.function
+    def main(x: R.Tensor(("n", 64), "float32")) -> R.Tensor(("n", 64), "float32"):
+        return x
+
+
+@I.ir_module
+class Pair:
+    @R.function
+    def main(x: R.Tuple(R.Tensor((4,), "float32"), R.Tensor((4,), "float32"))) -> R.Tensor((4,), "float32"):
+        return x[0]
+
+
+@I.ir_module
+class Half:
+    @R.function
+    def main(x: R.Tensor((4,), "float16")) -> R.Tensor((4,), "float16"):
+        return x
+
+
+def built():
+    return Net
+"""
+
+
+@pytest.mark.slow
+def test_a_users_relax_module_is_tuned_and_held_against_tvms_default_build(tmp_path, capsys):
+    """``--model FILE.py:NAME`` naming a Relax IRModule (or a function returning one): tuned at
+    main's shapes on random inputs, its outputs held against TVM's build with no record, whose
+    latency is reported beside (there is no torch module)."""
+    path, work_dir = tmp_path / "nets.py", str(tmp_path / "wd")
+    path.write_text(RELAX_FILE)
+    assert main(["tune-model", "--model", f"{path}:Net", "--target", "llvm", "--per-iter", "4", "--work-dir", work_dir,
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "nets:Net (float32 compute, input ((16, 64), (64, 32))) on llvm: 1 tasks tuned with pruner" in out, out
+    assert "TVM's default build (no record)" in out and "outputs match TVM's default build (1 output(s))" in out
+    summary, = read_summaries([work_dir])
+    assert summary["default_build_s"] > 0 and summary["torch_eager_s"] is None and summary["outputs_match"]
+    assert "| nets:Net (float32) | llvm | pruner | 4 | 1 (1) |" in model_table([summary])
+    assert model_table([summary]).rstrip().endswith(" | - | - | " + f"{summary['default_build_s'] * 1e6:.1f}"
+                                                    + " | match TVM's default build |")
+    assert main(["check", "--work-dir", work_dir, "--target", "llvm"]) == 0
+    assert capsys.readouterr().out.startswith("ok   ")
+
+
+@pytest.mark.parametrize("name, extra, message", [
+    ("Symbolic", [], "main's parameter 'x' has a symbolic shape"),
+    ("Pair", [], "main's parameter 'x' is a TupleType, not a tensor of known shape"),
+    ("Half", ["--dtype", "float32"], "its main takes float16 inputs; drop --dtype float32"),
+])
+def test_a_relax_module_that_cannot_be_tuned_as_given_is_one_line(tmp_path, capsys, name, extra, message):
+    path = tmp_path / "nets.py"
+    path.write_text(RELAX_FILE)
+    assert main(["tune-model", "--model", f"{path}:{name}", "--target", "llvm", "--work-dir",
+                 str(tmp_path / "wd")] + extra) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"ms-pruner: error: --model {path}:{name}: "), err
+    assert message in err, err
+    assert not (tmp_path / "wd").exists()
+
+
 def test_mismatch_is_reported_with_its_size():
     want = [np.zeros((2, 3), dtype=np.float32)]
     got = [np.zeros((2, 3), dtype=np.float32)]

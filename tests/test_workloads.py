@@ -103,6 +103,10 @@ def test_a_kernel_file_gives_its_prim_func_or_module_as_written(tmp_path):
     direct, built = tuned_workload(f"{path}:matmul"), tuned_workload(f"{path}:built")
     assert isinstance(direct, KernelFile) and direct.spec == "kernels:matmul"
     tvm.ir.assert_structural_equal(direct.prim_func(), built.prim_func()["mm"])
+    # TVMScript's @I.ir_module class reads its source through sys.modules: the file is imported as import would
+    scale = tuned_workload(f"{path}:Module")
+    assert [g.name_hint for g in scale.prim_func().functions] == ["scale"] and scale.flops == 64
+    assert direct.flops == built.flops == 2 * 64 ** 3
     assert tuned_workload("matmul:8x8x8").spec == "matmul:8x8x8:float32:float32"
 
 

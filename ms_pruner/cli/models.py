@@ -1,4 +1,5 @@
-"""``tune-model`` and ``model-table``: whole torch models through Relax, next to torch."""
+"""``tune-model`` and ``model-table``: whole torch models through Relax, next to torch; a user's Relax
+module next to TVM's default build of it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import sys
 
 from ..cost_model import read_model_file
 from ..hardware import add_target_options, resolve_target
-from ..models import compare_outputs, get_model, import_torch_model, run_executable, torch_latency, tune_relax
+from ..models import (DEFAULT_BUILD, RelaxModel, compare_outputs, default_build, get_model, import_torch_model,
+                      prepared_relax, run_executable, torch_latency, tune_relax)
 from ..models.report import model_table, read_summaries, write_summary
 from ..models.user_model import example_inputs
 from ..search import parse_settings
@@ -21,7 +23,8 @@ def add_model_commands(sub) -> None:
     model = sub.add_parser("tune-model", help="tune a whole torch model through Relax and check it")
     model.add_argument("--model", required=True,
                        help="bert-layer | resnet-block | mlp-tiny | FILE.py:FUNCTION (your own: FUNCTION() returns "
-                            "(torch module, example input tensor or tuple of tensors); docs/usage.md)")
+                            "(torch module, example input tensor or tuple of tensors), or a Relax IRModule; "
+                            "docs/usage.md)")
     add_target_options(model)
     model.add_argument("--trials", type=int, default=None,
                        help="trials over all tasks, counting those the work dir already holds (a rerun resumes); "
@@ -50,46 +53,67 @@ def cmd_tune_model(args) -> int:
     choice = resolve_target(args.target, args.gpu, require_device=tracker is None)
     module, example, spec = get_model(args.model, dtype=args.dtype)
     work_dir = args.work_dir or os.path.join("ms_pruner_work", f"{_dir_name(spec.name)}-{choice.target.kind.name}")
-
-    import torch  # lazy: torch only for the model's eager reference run
-
-    with torch.no_grad():
-        expected = module(*example_inputs(example))
-    expected = [t.float().numpy() for t in (expected if isinstance(expected, (tuple, list)) else [expected])]
-    relax_mod = import_torch_model(module, example, nhwc=spec.nhwc and choice.is_cuda,
-                                   mixed_precision=spec.dtype == "float16")
+    nhwc, mixed = spec.nhwc and choice.is_cuda, spec.dtype == "float16"
+    if isinstance(module, RelaxModel):
+        relax_mod, inputs = prepared_relax(module.mod, nhwc, mixed and module.dtype != "float16"), list(example)
+    else:
+        relax_mod = import_torch_model(module, example, nhwc, mixed)
+        inputs = [x.numpy() for x in example_inputs(example)]
     result = tune_relax(relax_mod, None,
                         choice.target, work_dir, args.trials, strategy=args.strategy, seed=args.seed,
                         num_trials_per_iter=args.per_iter, pretrained=args.pretrained,
                         progress=not args.no_progress, space=args.space, first_round=args.first_round,
                         cost_model=args.cost_model, rpc=tracker, warm_start=args.warm_start,
                         pruner_settings=settings, resume=True)
-    outputs, seconds = run_executable(result.executable, choice.target, [x.numpy() for x in example_inputs(example)],
-                                      tracker=tracker)
+
+    def run(executable):
+        return run_executable(executable, choice.target, inputs, tracker=tracker)
+
+    outputs, seconds = run(result.executable)
     untuned = sum(1 for count in result.task_records if count == 0)
     print(f"{spec.name} ({spec.dtype} compute, input {tuple(spec.input_shape)}) on {choice.target.kind.name}: "
           f"{len(result.tasks)} tasks tuned with {args.strategy} ({result.trials} trials) in {work_dir}"
           + (f"; tasks with no record (a default schedule): {untuned}" if untuned else ""))
-    eager, compiled = (None, None) if tracker else _torch_latencies(module, example, spec.dtype, choice, args)
-    if tracker:
-        print(f"  ms_pruner {_us(seconds)} on a server of {tracker} | torch not timed (it would run here)")
-    else:
-        print(f"  ms_pruner {_us(seconds)} | torch eager {_us(eager)} | torch.compile "
-              f"{_us(compiled) if args.torch_compile else 'skipped'}")
-    mismatch = compare_outputs([o.astype("float32") for o in outputs], expected, spec.dtype)
+    reference, expected, baselines, line = _reference(module, example, spec, relax_mod, run, args, choice, tracker)
+    print(f"  ms_pruner {_us(seconds)}{f' on a server of {tracker}' if tracker else ''} | {line}")
+    mismatch = compare_outputs([o.astype("float32") for o in outputs], expected, spec.dtype, reference)
     write_summary(work_dir, {
         "model": spec.name, "dtype": spec.dtype, "target": str(choice.target), "target_kind": choice.target.kind.name,
         "strategy": args.strategy, "trials": result.trials, "seed": args.seed, "tasks": len(result.tasks),
         "tasks_with_records": len(result.tasks) - untuned,
         "tuning_wall_s": result.rounds[-1]["wall_s"] if result.rounds else 0.0, "latency_s": seconds,
-        "torch_eager_s": eager, "torch_compile_s": compiled, "outputs_match": mismatch is None, "mismatch": mismatch,
+        **baselines, "reference": reference, "outputs_match": mismatch is None, "mismatch": mismatch,
         "rpc": str(tracker) if tracker else None,
     })
     if mismatch:
         print(f"ms-pruner: error: {spec.name}: {mismatch}", file=sys.stderr)
         return 1
-    print(f"  outputs match torch ({len(outputs)} output(s))")
+    print(f"  outputs match {reference} ({len(outputs)} output(s))")
     return 0
+
+
+def _reference(module, example, spec, relax_mod, run, args, choice, tracker) -> tuple:
+    """(what the tuned model is held against, its outputs, the summary's baseline latencies, their
+    line): torch eager (and torch.compile) for a torch model, TVM's build with no record for a user's
+    Relax module (run as the tuned one is, here or on a server)."""
+    if isinstance(module, RelaxModel):
+        expected, seconds = default_build(relax_mod, choice.target, run)
+        return (DEFAULT_BUILD, expected, {"torch_eager_s": None, "torch_compile_s": None, "default_build_s": seconds},
+                f"{DEFAULT_BUILD} (no record) {_us(seconds)}")
+    eager, compiled = (None, None) if tracker else _torch_latencies(module, example, spec.dtype, choice, args)
+    line = ("torch not timed (it would run here)" if tracker else
+            f"torch eager {_us(eager)} | torch.compile {_us(compiled) if args.torch_compile else 'skipped'}")
+    return ("torch", _torch_outputs(module, example),
+            {"torch_eager_s": eager, "torch_compile_s": compiled, "default_build_s": None}, line)
+
+
+def _torch_outputs(module, example) -> list:
+    """The fp32 torch module's outputs on its example, the tuned model's reference."""
+    import torch  # lazy: torch only for the model's eager reference run
+
+    with torch.no_grad():
+        expected = module(*example_inputs(example))
+    return [t.float().numpy() for t in (expected if isinstance(expected, (tuple, list)) else [expected])]
 
 
 def _torch_latencies(module, example, dtype: str, choice, args) -> tuple:

@@ -1,21 +1,26 @@
-"""Whole models: torch definitions, the Relax import, and tune_relax with PrunerSearch."""
+"""Whole models: torch definitions, the Relax import, a user's Relax module, and tune_relax with PrunerSearch."""
 
 from .compile import compile_tuned
 from .definitions import MODELS, ModelSpec, get_model
 from .relax_flow import (RelaxTuneResult, compare_outputs, extract_tasks, import_torch_model, legalize_and_fuse,
-                         run_executable, tune_relax)
+                         prepared_relax, run_executable, tune_relax)
+from .relax_model import DEFAULT_BUILD, RelaxModel, default_build
 from .torch_timing import torch_latency
 
 __all__ = [
+    "DEFAULT_BUILD",
     "MODELS",
     "ModelSpec",
+    "RelaxModel",
     "RelaxTuneResult",
     "compare_outputs",
     "compile_tuned",
+    "default_build",
     "extract_tasks",
     "get_model",
     "import_torch_model",
     "legalize_and_fuse",
+    "prepared_relax",
     "run_executable",
     "torch_latency",
     "tune_relax",

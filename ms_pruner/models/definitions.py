@@ -8,6 +8,7 @@ from typing import Callable, Dict, Tuple
 
 from ..errors import UserError
 from ..user_files import file_name
+from .relax_model import RelaxModel
 from .user_model import example_inputs, load_model_file
 
 
@@ -116,7 +117,7 @@ MODELS: Dict[str, ModelSpec] = {
 def get_model(name: str, dtype: str = None, input_shape: Tuple[int, ...] = None):
     """(fp32 torch module in eval mode, example input, ModelSpec); weights are seeded. ``name`` is one
     of MODELS (an fp32 example of ``input_shape``, default the spec's) or a user's ``FILE.py:FUNCTION``
-    (user_model.py: its own example, a tensor or a tuple).
+    (user_model.py: its own example, a tensor or a tuple; for a Relax module a RelaxModel and its inputs).
 
     ``spec.dtype`` is the compute dtype of the tuned model: for float16 the Relax module is made
     mixed precision (fp16 operands, fp32 accumulation, what the tensor-core workloads use) after
@@ -128,10 +129,15 @@ def get_model(name: str, dtype: str = None, input_shape: Tuple[int, ...] = None)
     if user_file is not None:
         module, example, function = load_model_file(user_file)
         shapes = tuple(tuple(x.shape) for x in example_inputs(example))
+        doc = ((function.__doc__ if function else None) or "").strip().split("\n")[0]
+        if isinstance(module, RelaxModel):
+            if dtype == "float32" and module.dtype == "float16":
+                raise UserError(f"--model {name}: its main takes float16 inputs; drop --dtype float32")
+            nhwc, written = True, module.dtype  # ConvertLayout leaves a module without conv2d as it is
+        else:
+            nhwc, written = any(isinstance(m, _torch().nn.Conv2d) for m in module.modules()), "float32"
         return module, example, ModelSpec(user_file.label, function, shapes[0] if len(shapes) == 1 else shapes,
-                                          dtype or "float32",
-                                          any(isinstance(m, _torch().nn.Conv2d) for m in module.modules()),
-                                          (function.__doc__ or "").strip().split("\n")[0])
+                                          dtype or written, nhwc, doc)
     if name not in MODELS:
         raise UserError(f"unknown model '{name}'; known: {', '.join(sorted(MODELS))}, or FILE.py:FUNCTION")
     torch = _torch()

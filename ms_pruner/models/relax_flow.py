@@ -46,7 +46,11 @@ def import_torch_model(module, example, nhwc: bool = False, mixed_precision: boo
 
     with torch.no_grad():
         exported = torch.export.export(module, example_inputs(example))
-    mod = from_exported_program(exported, keep_params_as_input=False)
+    return prepared_relax(from_exported_program(exported, keep_params_as_input=False), nhwc, mixed_precision)
+
+
+def prepared_relax(mod, nhwc: bool = False, mixed_precision: bool = False):
+    """``mod`` with its convolutions in NHWC (the tensor-core layout) and mixed precision, as asked."""
     if nhwc:
         mod = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]})(mod)
     if mixed_precision:
@@ -210,19 +214,20 @@ def _flatten(result) -> List[np.ndarray]:
     return out
 
 
-def compare_outputs(got: List[np.ndarray], want: List[np.ndarray], dtype: str) -> Optional[str]:
-    """None when every output matches, else a one-line description of the worst mismatch."""
+def compare_outputs(got: List[np.ndarray], want: List[np.ndarray], dtype: str,
+                    reference: str = "torch") -> Optional[str]:
+    """None when every output matches ``reference``'s, else a one-line description of the worst mismatch."""
     rtol, atol = (2e-2, 2e-2) if dtype == "float16" else (1e-4, 1e-4)
     if len(got) != len(want):
-        return f"the model returned {len(got)} outputs, torch {len(want)}"
+        return f"the model returned {len(got)} outputs, {reference} {len(want)}"
     for index, (a, b) in enumerate(zip(got, want)):
         a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
         if a64.shape != b64.shape:
-            return f"output {index} has shape {a64.shape}, torch {b64.shape}"
+            return f"output {index} has shape {a64.shape}, {reference} {b64.shape}"
         diff = np.abs(a64 - b64)
         bound = atol + rtol * np.abs(b64)
         if np.any(diff > bound) or not np.all(np.isfinite(a64)):
             worst = int(np.argmax(diff - bound))
-            return (f"output {index} differs from torch: max abs diff {float(diff.max()):.3g} at flat index "
-                    f"{worst} (tolerance {atol} + {rtol} x |torch|)")
+            return (f"output {index} differs from {reference}: max abs diff {float(diff.max()):.3g} at flat index "
+                    f"{worst} (tolerance {atol} + {rtol} x |{reference}|)")
     return None

@@ -1,8 +1,8 @@
 """One JSON summary per ``tune-model`` run and the table that puts runs side by side.
 
-Whole-model comparisons (stock vs Pruner vs torch) are made of separate ``tune-model`` runs, one
-per strategy, often in separate time-limited calls; each leaves ``tune_model.json`` in its work
-dir and ``model_table`` joins them.
+Whole-model comparisons (stock vs Pruner vs torch, or vs TVM's default build for a Relax module)
+are made of separate ``tune-model`` runs, one per strategy, often in separate time-limited calls;
+each leaves ``tune_model.json`` in its work dir and ``model_table`` joins them.
 """
 
 from __future__ import annotations
@@ -49,17 +49,26 @@ def _where(summary: dict) -> str:
     return summary["target_kind"] + (f" (a server of {summary['rpc']})" if summary.get("rpc") else "")
 
 
+def _outputs(summary: dict) -> str:
+    """'match' (against torch), 'match TVM's default build' (a Relax module's bar), or the mismatch."""
+    if not summary["outputs_match"]:
+        return summary["mismatch"]
+    reference = summary.get("reference", "torch")
+    return "match" if reference == "torch" else f"match {reference}"
+
+
 def model_table(summaries: List[dict]) -> str:
-    """Markdown: per model and strategy, end-to-end latency next to torch eager / torch.compile."""
+    """Markdown: per model and strategy, end-to-end latency next to torch eager / torch.compile, or
+    next to TVM's build with no tuning record (a user's Relax module)."""
     lines = [
         "| model | target | strategy | trials | tasks (tuned) | tuning wall (s) | ms_pruner (us) | torch eager (us) | "
-        "torch.compile (us) | outputs |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "torch.compile (us) | TVM, no record (us) | outputs |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in summaries:
         lines.append(
             f"| {s['model']} ({s['dtype']}) | {_where(s)} | {s['strategy']} | {s['trials']} | {_tasks(s)} | "
             f"{s['tuning_wall_s']:.0f} | {microseconds(s['latency_s'])} | {microseconds(s['torch_eager_s'])} | "
-            f"{microseconds(s['torch_compile_s'])} | {'match' if s['outputs_match'] else s['mismatch']} |"
+            f"{microseconds(s['torch_compile_s'])} | {microseconds(s.get('default_build_s'))} | {_outputs(s)} |"
         )
     return "\n".join(lines) + "\n"
