@@ -175,7 +175,7 @@ def test_a_users_model_file_with_token_ids_is_tuned_checked_and_timed(tmp_path, 
 
 @pytest.mark.parametrize("source, function, message", [
     (None, "build", "no file"),
-    ("import torch\n", "build", "defines no function 'build'"),
+    ("import torch\n", "build", "defines no function or Relax IRModule 'build'"),
     ("import torch\nraise ValueError('bad weights')\n", "build", "importing"),
     ("def build():\n    raise RuntimeError('no data')\n", "build", "build() failed: RuntimeError: no data"),
     ("import torch\ndef build():\n    return torch.nn.Linear(2, 2)\n", "build", "must return (torch.nn.Module"),

@@ -20,7 +20,7 @@ from .options import add_out, add_rpc, add_search_options, add_time_limit, seed_
 
 
 def add_model_commands(sub) -> None:
-    model = sub.add_parser("tune-model", help="tune a whole torch model through Relax and check it")
+    model = sub.add_parser("tune-model", help="tune a whole torch model (or a Relax module) through Relax and check it")
     model.add_argument("--model", required=True,
                        help="bert-layer | resnet-block | mlp-tiny | FILE.py:FUNCTION (your own: FUNCTION() returns "
                             "(torch module, example input tensor or tuple of tensors), or a Relax IRModule; "

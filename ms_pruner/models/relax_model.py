@@ -17,8 +17,8 @@ from typing import List, Optional, Tuple
 import numpy as np
 from tvm import relax
 from tvm.ir import IRModule
-from tvm.tirx import IntImm
 from tvm.s_tir import meta_schedule as ms
+from tvm.tirx import IntImm
 
 from ..errors import UserError
 from .compile import compile_tuned
@@ -36,7 +36,7 @@ class RelaxModel:
 
     @property
     def dtype(self) -> str:
-        """float16 where a floating-point input is, as for the named fp16 models; else float32."""
+        """float16 where an input is (it computes in fp16, as the named fp16 models do), else float32."""
         return "float16" if any(x.dtype == np.float16 for x in self.inputs) else "float32"
 
     @property
@@ -64,6 +64,7 @@ def relax_model(mod, label: str, where: str) -> RelaxModel:
 
 
 def _static_tensor(param, where: str) -> Tuple[str, Tuple[int, ...]]:
+    """(dtype, shape) of one of ``main``'s parameters, a tensor of static shape."""
     kind = param.ty
     shape = getattr(kind, "shape", None)
     if not isinstance(kind, relax.TensorType) or shape is None:

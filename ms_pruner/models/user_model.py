@@ -33,7 +33,7 @@ def load_model_file(model: FileName) -> Tuple[object, object, Optional[Callable]
         found = relax_model(function, model.label, f"--model {name}")
         return found, found.inputs, None
     if not callable(function):
-        raise UserError(f"--model {name}: '{model.path}' defines no function '{model.name}'")
+        raise UserError(f"--model {name}: '{model.path}' defines no function or Relax IRModule '{model.name}'")
     torch.manual_seed(0)
     try:
         built = function()
