@@ -115,6 +115,37 @@ def test_a_users_tensorir_kernel_is_compared_and_its_runs_checked(tmp_path, caps
     assert len(lines) == 2 and all(line.startswith(f"ok   {unscheduled}") for line in lines)
 
 
+def test_a_work_dir_has_one_writer_at_a_time(tmp_path, capsys):
+    """While another process writes a work dir, every command that would write it is one line naming
+    that process, and the records stay as they were; the lock goes with the process, even killed."""
+    import shutil
+
+    source = os.path.join(REPO_ROOT, "tests", "data", "cpu_pruner_seed0", "matmul_128x128x128_float32_float32")
+    work_dir = str(tmp_path / "wd")
+    shutil.copytree(source, work_dir)
+    before = open(os.path.join(work_dir, "database_tuning_record.json"), "rb").read()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom ms_pruner.database import sole_writer\n"
+         "with sole_writer(sys.argv[1], 'tune pruner'):\n    print('held', flush=True)\n    time.sleep(300)\n",
+         work_dir], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for argv in (["tune", SPEC, "--target", "llvm", "--trials", "64", "--work-dir", work_dir],
+                     ["compare", SPEC, "--target", "llvm", "--trials", "8", "--out", work_dir],
+                     ["tune-model", "--model", "mlp-tiny", "--target", "llvm", "--work-dir", work_dir],
+                     ["db", "merge", source, "--out", work_dir], ["db", "repair", work_dir]):
+            assert main(argv + ["--no-progress"] * (argv[0] != "db")) == 2, argv
+            err = capsys.readouterr().err.strip()
+            assert len(err.splitlines()) == 1, err
+            assert f"work dir {work_dir} is being written by another process (tune pruner, pid {holder.pid} on " in err
+        assert open(os.path.join(work_dir, "database_tuning_record.json"), "rb").read() == before
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(["db", "repair", work_dir]) == 0
+    assert "every line reads" in capsys.readouterr().out
+
+
 @pytest.mark.skipif(cuda_device_name() is not None, reason="this machine has a GPU")
 def test_cuda_target_without_gpu_is_one_clear_line(tmp_path):
     work_dir = tmp_path / "wd"

@@ -8,12 +8,14 @@ import os
 import re
 
 from ..cost_model import read_model_file
+from ..database import sole_writer
 from ..database.records import describe_best, group_by_workload, open_database
 from ..errors import UserError
 from ..hardware import add_target_options, resolve_target
 from ..search import parse_settings, warm_start_line
 from ..tuning import tune_tir
-from ..tuning.compare import comparison_settings, finished_work_dirs, load_previous, run_comparison, write_outputs
+from ..tuning.compare import (check_strategies, comparison_settings, finished_work_dirs, load_previous, run_comparison,
+                              write_outputs)
 from ..tuning.fleet import make_fleet_runner, tracker_of
 from ..tuning.instrument import continues_batch
 from ..tuning.remeasure import best_records, remeasure, summary
@@ -221,14 +223,18 @@ def cmd_compare(args) -> int:
                "cpu": choice.cpu.name if choice.cpu else None}
     command = "ms-pruner " + " ".join(args.argv)
     settings = _comparison_settings(args, choice)
-    previous = {} if args.fresh else load_previous(args.out, settings)
-    report = run_comparison(workloads, choice, args.trials, args.per_iter, args.out, seed=args.seed,
-                            strategies=strategies, pretrained=args.pretrained, builder=args.builder,
-                            progress=not args.no_progress, previous=previous, space=args.space,
-                            first_round=args.first_round, cost_model=args.cost_model, rpc=tracker,
-                            warm_start=args.warm_start, pruner_settings=settings["pruner_settings"],
-                            on_run=lambda partial: write_outputs(partial, args.out, command, machine))
-    for path in write_outputs(report, args.out, command, machine):
+    check_strategies(strategies, args.pretrained, args.seed, args.first_round, args.cost_model, args.warm_start,
+                     settings["pruner_settings"])
+    with sole_writer(args.out, "compare", "comparison folder"):  # compare.json; each run's dir is locked too
+        previous = {} if args.fresh else load_previous(args.out, settings)
+        report = run_comparison(workloads, choice, args.trials, args.per_iter, args.out, seed=args.seed,
+                                strategies=strategies, pretrained=args.pretrained, builder=args.builder,
+                                progress=not args.no_progress, previous=previous, space=args.space,
+                                first_round=args.first_round, cost_model=args.cost_model, rpc=tracker,
+                                warm_start=args.warm_start, pruner_settings=settings["pruner_settings"],
+                                on_run=lambda partial: write_outputs(partial, args.out, command, machine))
+        written = write_outputs(report, args.out, command, machine)
+    for path in written:
         print(f"wrote {path}")
     return 0
 

@@ -17,6 +17,7 @@ from typing import List, Optional, Tuple
 
 from ..errors import UserError
 from ..files import replace_file
+from .writer_lock import sole_writer
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -119,6 +120,11 @@ def repair_database(path: str) -> RepairReport:
     whole workload follows them (the last lines, cut short by a kill): removing an earlier one would
     renumber the workloads the records name, so that is refused and nothing is written."""
     require_database_files(path)
+    with sole_writer(path, "db repair"):
+        return _repaired(path)
+
+
+def _repaired(path: str) -> RepairReport:
     workload_file, record_file = database_paths(path)
     workload_lines, record_lines, bad_workloads, bad_records = _scan(path)
     if bad_workloads:

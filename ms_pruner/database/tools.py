@@ -15,6 +15,7 @@ from ..errors import UserError
 from .records import (best_record, group_by_workload, is_valid, mean_latency, open_database, records_in_file_order,
                       structural_key)
 from .transfer import workload_name
+from .writer_lock import sole_writer
 
 
 @dataclasses.dataclass
@@ -67,12 +68,13 @@ def merge_databases(sources: Sequence[str], out: str, best_only: bool = False) -
             if is_valid(record) and (key not in chosen or mean_latency(record) < mean_latency(chosen[key])):
                 chosen[key] = record
         records = list(chosen.values())
-    target_db = open_database(out, create=True)
     written: Dict[str, int] = {}
-    for record in records:
-        workload = target_db.commit_workload(record.workload.mod)
-        target_db.commit_tuning_record(ms.database.TuningRecord(record.trace, workload, record.run_secs,
-                                                                record.target, record.args_info))
-        name = target_name(record.target)
-        written[name] = written.get(name, 0) + 1
+    with sole_writer(out, "db merge"):
+        target_db = open_database(out, create=True)
+        for record in records:
+            workload = target_db.commit_workload(record.workload.mod)
+            target_db.commit_tuning_record(ms.database.TuningRecord(record.trace, workload, record.run_secs,
+                                                                    record.target, record.args_info))
+            name = target_name(record.target)
+            written[name] = written.get(name, 0) + 1
     return written

@@ -19,6 +19,7 @@ from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 
 from ..builder import exported, target_device_type, with_device_code
+from ..database import sole_writer
 from ..database.records import group_by_workload, is_valid, open_database, same_target, structural_key
 from ..database.transfer import require_sources
 from ..errors import UserError, require_positive
@@ -143,34 +144,30 @@ def tune_relax(mod, params: Optional[Dict], target, work_dir: str, max_trials_gl
     require_sources(warm_start, [task.dispatched[0] for task in tasks], target)
     if rpc is not None and runner is None:
         runner = make_fleet_runner(Tracker.of(rpc), target)
-    database = open_database(work_dir, create=True)
-    earlier = records_per_task(database, tasks, target) if resume else [[] for _ in tasks]
-    remaining = max_trials_global - sum(len(records) for records in earlier)
-    earlier_run = resume_point(os.path.join(work_dir, ROUND_LOG), [r for rs in earlier for r in rs], None)
-    rounds = list(earlier_run.rounds) if earlier_run else []
-    if remaining > 0:
-        _warn_of_unreached_tasks(len(tasks), remaining, num_trials_per_iter)
-        strategy_obj, model = search_components(strategy, target, pretrained, seed, cost_model, first_round,
-                                                warm_start, pruner_settings)
-        with instrumented_session(work_dir, remaining, strategy_obj, builder, runner, f"tuning model ({strategy})",
-                                  progress, earlier_run, cost_model=model) as (clock, measure):
-            stop_unless_time_for(max(batch_seconds(rounds), default=0.0))
-            for task, records in zip(tasks, earlier):
-                if records:
-                    model, _ = warmed_cost_model(model, task.dispatched[0], target, records)
-            contexts, weights = _tune_contexts(tasks, earlier, work_dir, generator, strategy_obj, seed)
-            ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=work_dir, max_trials_global=remaining,
-                          num_trials_per_iter=num_trials_per_iter, database=database, cost_model=model, **measure)
-        rounds += [dataclasses.asdict(r) for r in clock.rounds]
-    return RelaxTuneResult(
-        executable=compile_tuned(database, mod, target, params),
-        database=database,
-        tasks=[t.task_name for t in tasks],
-        task_weights=[float(t.weight) for t in tasks],
-        rounds=rounds,
-        trials=max_trials_global,
-        task_records=[sum(1 for r in records if is_valid(r)) for records in records_per_task(database, tasks, target)],
-    )
+    with sole_writer(work_dir, f"tune-model {strategy}"):
+        database = open_database(work_dir, create=True)
+        earlier = records_per_task(database, tasks, target) if resume else [[] for _ in tasks]
+        remaining = max_trials_global - sum(len(records) for records in earlier)
+        earlier_run = resume_point(os.path.join(work_dir, ROUND_LOG), [r for rs in earlier for r in rs], None)
+        rounds = list(earlier_run.rounds) if earlier_run else []
+        if remaining > 0:
+            _warn_of_unreached_tasks(len(tasks), remaining, num_trials_per_iter)
+            strategy_obj, model = search_components(strategy, target, pretrained, seed, cost_model, first_round,
+                                                    warm_start, pruner_settings)
+            with instrumented_session(work_dir, remaining, strategy_obj, builder, runner, f"tuning model ({strategy})",
+                                      progress, earlier_run, cost_model=model) as (clock, measure):
+                stop_unless_time_for(max(batch_seconds(rounds), default=0.0))
+                for task, records in zip(tasks, earlier):
+                    if records:
+                        model, _ = warmed_cost_model(model, task.dispatched[0], target, records)
+                contexts, weights = _tune_contexts(tasks, earlier, work_dir, generator, strategy_obj, seed)
+                ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=work_dir, max_trials_global=remaining,
+                              num_trials_per_iter=num_trials_per_iter, database=database, cost_model=model, **measure)
+            rounds += [dataclasses.asdict(r) for r in clock.rounds]
+        valid = [sum(1 for r in records if is_valid(r)) for records in records_per_task(database, tasks, target)]
+        return RelaxTuneResult(executable=compile_tuned(database, mod, target, params), database=database,
+                               tasks=[t.task_name for t in tasks], task_weights=[float(t.weight) for t in tasks],
+                               rounds=rounds, trials=max_trials_global, task_records=valid)
 
 
 def _tune_contexts(tasks, earlier, work_dir: str, space, strategy, seed) -> tuple:

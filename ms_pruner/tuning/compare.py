@@ -102,19 +102,9 @@ def _setting_before(report: dict, key: str):
     """A setting of a comparison written before the setting existed: the builder was ours, and a
     CUDA comparison searched the WMMA family alone (the space choice came later), and Pruner ran
     with its first-round policy (the switch came later)."""
-    if key == "builder":
-        return "pruner"
-    if key == "first_round":
-        return True
-    if key == "cost_model":
-        return None
-    if key == "warm_start":
-        return []
-    if key == "pruner_settings":
-        return {}
     if key == "space":
         return "wmma" if '"cuda"' in str(report.get("target", "")) else "auto"
-    return None
+    return {"builder": "pruner", "first_round": True, "warm_start": [], "pruner_settings": {}}.get(key)
 
 
 def load_previous(out_dir: str, settings: dict) -> dict:
@@ -175,11 +165,7 @@ def run_comparison(workloads, choice, trials: int, per_iter: int, out_dir: str, 
     baseline; ``rpc`` measures every run on a tracker's servers (tune_tir), and then the vendor
     library, which torch would time on this machine, is left out.
     """
-    if "moa" in strategies and not pretrained:
-        raise UserError("comparing moa needs --pretrained MODEL")
-    switches = {s: _pruner_only(s, first_round, cost_model, warm_start, pruner_settings) for s in strategies}
-    for strategy in strategies:
-        check_search(strategy, pretrained, seed, **switches[strategy])
+    switches = check_strategies(strategies, pretrained, seed, first_round, cost_model, warm_start, pruner_settings)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     previous = previous or {}
     report = dict(comparison_settings(choice, trials, per_iter, seed, builder, space, first_round, cost_model,
@@ -226,6 +212,17 @@ def _new_entry(workload) -> dict:
     """A workload's entry in compare.json; a user's own kernel names its file (check --compare)."""
     source = {"file": f"{workload.source.path}:{workload.source.name}"} if isinstance(workload, KernelFile) else {}
     return {"flops": workload.flops, "runs": {}, **source}
+
+
+def check_strategies(strategies, pretrained: Optional[str], seed: int, first_round: bool, cost_model: Optional[str],
+                     warm_start: Sequence[str], pruner_settings: Optional[Mapping[str, object]]) -> dict:
+    """Each strategy's switches (``_pruner_only``), checked as tune_tir would, before anything is written."""
+    if "moa" in strategies and not pretrained:
+        raise UserError("comparing moa needs --pretrained MODEL")
+    switches = {s: _pruner_only(s, first_round, cost_model, warm_start, pruner_settings) for s in strategies}
+    for strategy in strategies:
+        check_search(strategy, pretrained, seed, **switches[strategy])
+    return switches
 
 
 def _finished_run(work_dir: str, result, calls: int) -> dict:

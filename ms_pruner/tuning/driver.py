@@ -21,6 +21,7 @@ from ..analysis import StaticAnalyzer
 from ..builder import close_builder, make_builder, make_runner, run_cubin_cache, start_builder_workers
 from ..cost_model import PSACostModel
 from ..cost_model.pacm import MOA_MOMENTUM, PaCM, pretrained_momentum
+from ..database import sole_writer
 from ..database.records import best_record, mean_latency, open_database, records_for, workload_flops
 from ..database.transfer import require_sources, tuned_records
 from ..errors import UserError, require_positive, require_seed
@@ -255,31 +256,32 @@ def tune_tir(mod, target, work_dir: str, max_trials: int, strategy: str = "stock
     require_sources(warm_start, [workload], target)
     if rpc is not None and runner is None:
         runner = make_fleet_runner(Tracker.of(rpc), target)
-    database = open_database(work_dir, create=True)
-    existing = records_for(database, workload, target)
-    remaining = max_trials - len(existing)
-    started = time.perf_counter()
-    tag = workload_tag(workload)
-    resume = resume_point(os.path.join(work_dir, ROUND_LOG), existing, tag)
-    rounds, warmed_on = (list(resume.rounds) if resume else []), 0
-    if remaining > 0:
-        strategy_obj, model = search or search_components(strategy, target, pretrained, seed, cost_model,
-                                                          first_round, warm_start, pruner_settings)
-        with instrumented_session(work_dir, remaining, strategy_obj, builder, runner, f"tuning ({strategy})",
-                                  progress, resume, tag, call, cost_model=model) as (clock, measure):
-            # No round starts that would end past a time limit (interrupt.py): a resumed run
-            # knows its rounds, a new one those this process measured for earlier runs.
-            stop_unless_time_for(max(batch_seconds(resume.rounds), default=0.0) if resume else 0.0)
-            if resume is not None:
-                model, warmed_on = warmed_cost_model(model, workload, target, existing)
-            ms.tune_tir(mod=workload, target=target, work_dir=work_dir, max_trials_global=remaining,
-                        num_trials_per_iter=min(num_trials_per_iter, remaining), database=database, cost_model=model,
-                        strategy=strategy_obj, space=generator, seed=seed, **measure)
-        rounds += [dataclasses.asdict(r) for r in clock.rounds]
-    records = records_for(database, workload, target)
-    best = best_record(records)
-    return TuneResult(work_dir=work_dir, strategy=strategy, records=len(records),
-                      new_trials=len(records) - len(existing),
-                      best_latency_s=mean_latency(best) if best is not None else None, flops=workload_flops(workload),
-                      wall_s=time.perf_counter() - started, rounds=rounds, warmed_on=warmed_on, space=resolved,
-                      target=str(target), best_instruction=tensor_instruction(best.trace) if best is not None else None)
+    with sole_writer(work_dir, f"tune {strategy}"):  # writer_lock.py: a second writer is refused here
+        database = open_database(work_dir, create=True)
+        existing = records_for(database, workload, target)
+        remaining = max_trials - len(existing)
+        started = time.perf_counter()
+        tag = workload_tag(workload)
+        resume = resume_point(os.path.join(work_dir, ROUND_LOG), existing, tag)
+        rounds, warmed_on = (list(resume.rounds) if resume else []), 0
+        if remaining > 0:
+            strategy_obj, model = search or search_components(strategy, target, pretrained, seed, cost_model,
+                                                              first_round, warm_start, pruner_settings)
+            with instrumented_session(work_dir, remaining, strategy_obj, builder, runner, f"tuning ({strategy})",
+                                      progress, resume, tag, call, cost_model=model) as (clock, measure):
+                # No round starts that would end past a time limit (interrupt.py): a resumed run
+                # knows its rounds, a new one those this process measured for earlier runs.
+                stop_unless_time_for(max(batch_seconds(resume.rounds), default=0.0) if resume else 0.0)
+                if resume is not None:
+                    model, warmed_on = warmed_cost_model(model, workload, target, existing)
+                ms.tune_tir(mod=workload, target=target, work_dir=work_dir, max_trials_global=remaining,
+                            num_trials_per_iter=min(num_trials_per_iter, remaining), database=database,
+                            cost_model=model, strategy=strategy_obj, space=generator, seed=seed, **measure)
+            rounds += [dataclasses.asdict(r) for r in clock.rounds]
+        records = records_for(database, workload, target)
+        best = best_record(records)
+        best_s, instruction = (mean_latency(best), tensor_instruction(best.trace)) if best is not None else (None, None)
+        return TuneResult(work_dir=work_dir, strategy=strategy, records=len(records),
+                          new_trials=len(records) - len(existing), best_latency_s=best_s,
+                          flops=workload_flops(workload), wall_s=time.perf_counter() - started, rounds=rounds,
+                          warmed_on=warmed_on, space=resolved, target=str(target), best_instruction=instruction)
