@@ -193,7 +193,7 @@ def test_a_model_file_that_cannot_give_a_model_is_one_line(tmp_path, capsys, sou
 
 
 RELAX_FILE = """
-from tvm.script import ir as I, relax as R
+from tvm.script import ir as I, relax as R, tirx as T
 
 
 @I.ir_module
@@ -227,6 +227,14 @@ class Half:
         return x
 
 
+@T.prim_func(s_tir=True)
+def kernel(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+    for i in range(4):
+        with T.sblock("B"):
+            vi = T.axis.spatial(4, i)
+            B[vi] = A[vi]
+
+
 def built():
     return Net
 """
@@ -257,6 +265,7 @@ def test_a_users_relax_module_is_tuned_and_held_against_tvms_default_build(tmp_p
     ("Symbolic", [], "main's parameter 'x' has a symbolic shape"),
     ("Pair", [], "main's parameter 'x' is a TupleType, not a tensor of known shape"),
     ("Half", ["--dtype", "float32"], "its main takes float16 inputs; drop --dtype float32"),
+    ("kernel", [], "'kernel' is TensorIR with no Relax main; a kernel is tuned with 'ms-pruner tune "),
 ])
 def test_a_relax_module_that_cannot_be_tuned_as_given_is_one_line(tmp_path, capsys, name, extra, message):
     path = tmp_path / "nets.py"

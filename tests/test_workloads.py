@@ -110,8 +110,21 @@ def test_a_kernel_file_gives_its_prim_func_or_module_as_written(tmp_path):
     assert tuned_workload("matmul:8x8x8").spec == "matmul:8x8x8:float32:float32"
 
 
+RELAX_MODULE = """
+from tvm.script import ir as I, relax as R
+
+
+@I.ir_module
+class Net:
+    @R.function
+    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        return x
+"""
+
+
 @pytest.mark.parametrize("name, source, message", [
     ("matmul", None, "no file '"),
+    ("Net", RELAX_MODULE, "'Net' is a Relax module; a whole model is tuned with 'ms-pruner tune-model --model "),
     ("nothing", KERNEL_FILE, "kernels.py' defines no 'nothing'"),
     ("count", KERNEL_FILE, "'count' is of type int, not a PrimFunc, an IRModule of one, or a function returning one"),
     ("two", KERNEL_FILE, "tune takes an IRModule of one PrimFunc, not of 2 functions"),

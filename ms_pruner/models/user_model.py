@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Tuple
 
+from tvm import tirx
+from tvm.ir import IRModule
+
 from ..errors import UserError, raised_by_user_code
 from ..user_files import FileName, load_name
 from .relax_model import is_relax_module, relax_model
@@ -32,6 +35,9 @@ def load_model_file(model: FileName) -> Tuple[object, object, Optional[Callable]
     if is_relax_module(function):
         found = relax_model(function, model.label, f"--model {name}")
         return found, found.inputs, None
+    if isinstance(function, (IRModule, tirx.PrimFunc)):
+        raise UserError(f"--model {name}: '{model.name}' is TensorIR with no Relax main; a kernel is tuned with "
+                        f"'ms-pruner tune {name}'")
     if not callable(function):
         raise UserError(f"--model {name}: '{model.path}' defines no function or Relax IRModule '{model.name}'")
     torch.manual_seed(0)

@@ -56,6 +56,9 @@ def load_kernel_file(named: FileName) -> KernelFile:
             raise UserError(f"{where}: {named.name}() failed: {raised_by_user_code(err)}") from err
     if isinstance(found, IRModule):
         functions = list(found.functions.values())
+        if any(not isinstance(f, tirx.PrimFunc) for f in functions):
+            raise UserError(f"{where}: '{named.name}' is a Relax module; a whole model is tuned with "
+                            f"'ms-pruner tune-model --model {named.path}:{named.name}'")
         if len(functions) != 1 or not isinstance(functions[0], tirx.PrimFunc):
             raise UserError(f"{where}: tune takes an IRModule of one PrimFunc, not of {len(functions)} functions "
                             "(a whole model: tune-model, or ms_pruner.tune_relax)")
