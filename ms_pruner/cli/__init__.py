@@ -9,6 +9,7 @@ from typing import List, Optional
 from ..errors import UserError, require_positive
 from ..evaluation.space_report import add_space_command
 from ..tuning.check import add_check_command
+from ..tuning.export import add_export_command
 from ..tuning.fleet import NoServerLeft
 from ..tuning.interrupt import TimeLimitReached, set_time_limit
 from .database import add_database_commands
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_database_commands(sub)
     add_space_command(sub)
     add_check_command(sub)
+    add_export_command(sub)
     return parser
 
 

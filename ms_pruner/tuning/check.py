@@ -257,13 +257,18 @@ def _report_line(c: OutputCheck) -> str:
             f"error {c.error:.2e} (tolerance {c.tolerance:.0e}{torch_part}){how}{why}")
 
 
+def add_work_dir_options(parser, required: bool, workload_help: str) -> None:
+    """``--work-dir`` (or ``--db``) and ``--workload``, as ``check`` and ``export`` take them."""
+    parser.add_argument("--work-dir", "--db", required=required, default=None,
+                        help="the work dir (MetaSchedule database)")
+    parser.add_argument("--workload", default=None, help=workload_help)
+
+
 def add_check_command(sub) -> None:
     parser = sub.add_parser("check", help="run a work dir's best kernel here and hold its output against the "
                                           "exact result (and torch's)")
-    parser.add_argument("--work-dir", "--db", default=None, help="the work dir (MetaSchedule database) to check")
-    parser.add_argument("--workload", default=None,
-                        help="the workload spec the work dir tuned (without it: every workload of the work dir, "
-                             "each against its own unscheduled function run on the CPU)")
+    add_work_dir_options(parser, False, "the workload spec the work dir tuned (without it: every workload of the "
+                                        "work dir, each against its own unscheduled function run on the CPU)")
     parser.add_argument("--compare", default=None, metavar="OUT_DIR", help="every finished run of this comparison")
     parser.add_argument("--top", type=int, default=1, help="check each run's N fastest kernels, not its best alone")
     parser.add_argument("--emulate", action="store_true",
