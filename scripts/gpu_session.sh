@@ -6,7 +6,8 @@
 # files of all steps so far into $OUT, so the latest call's files are the whole picture. Steps:
 #
 #   bash scripts/gpu_session.sh smoke             # 16 trials of a 1024^3 fp16 matmul: does it all work here?
-#                                                 #   (and are its 8 fastest kernels right: ms-pruner check --top 8)
+#                                                 #   (and are its 8 fastest kernels right: ms-pruner check --top 8;
+#                                                 #   its best exported, run from the library: ms-pruner export)
 #   bash scripts/gpu_session.sh matmul-stock      # stock MetaSchedule, 256 trials, our builder
 #   bash scripts/gpu_session.sh matmul-pruner     # Pruner, same budget -> compare.{json,md,png}
 #   bash scripts/gpu_session.sh conv-stock        # the conv2d layer, stock
@@ -99,6 +100,18 @@ if [ "$step" = queue ]; then
     exit 0
 fi
 
+# Loads an exported library (argv[1]) and runs it on its workload's inputs (argv[2]) against the exact result.
+RUN_EXPORTED='
+import sys, numpy as np, tvm
+from ms_pruner.workloads import parse_workload, relative_error
+workload, device = parse_workload(sys.argv[2]), tvm.cuda(0) if tvm.cuda(0).exist else tvm.cpu(0)
+inputs = workload.random_inputs(seed=1)
+out = tvm.runtime.tensor(np.zeros(workload.output_shape(), workload.out_dtype), device)
+tvm.runtime.load_module(sys.argv[1])["main"](*[tvm.runtime.tensor(x, device) for x in inputs], out)
+error = relative_error(out.numpy(), workload.reference(inputs))
+verdict = "ok" if error <= workload.tolerance else "EXPORT WRONG"
+print(f"exported library {sys.argv[1]} on {device}: error {error:.2e} ({verdict})")'
+
 ms() {
     timeout --foreground --signal=INT --kill-after=60 "$BUDGET" python3 -m ms_pruner "$@" --time-limit $(( BUDGET - 15 ))
     local status=$?
@@ -160,7 +173,11 @@ models() {  # a model whose tune_model.json is there is done
             # The 8 fastest kernels against the exact result: on the mma space, the first outputs of
             # the m16n8k16 intrinsics (mma_k16.py) beside TVM's m16n8k8 ones.
             python3 -m ms_pruner check --work-dir "$KEEP/smoke" --workload "${SMOKE:-matmul:1024x1024x1024:float16:float32}" \
-                --target "$TARGET" --top 8 | tee "$KEEP/smoke_check.txt" ;;
+                --target "$TARGET" --top 8 | tee "$KEEP/smoke_check.txt"
+            # The best exported as a library (ms-pruner export) and run from it by TVM's runtime alone.
+            python3 -m ms_pruner export --work-dir "$KEEP/smoke" --out "$KEEP/smoke_best.so" &&
+                python3 -c "$RUN_EXPORTED" "$KEEP/smoke_best.so" "${SMOKE:-matmul:1024x1024x1024:float16:float32}" |
+                tee "$KEEP/smoke_export.txt" ;;
         restore)
             # Go on with the comparison an earlier session committed (compare.json + work.tgz under
             # $RESTORE): finished runs stay, a cut run resumes; refused (exit 1) on another GPU.
