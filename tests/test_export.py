@@ -25,6 +25,11 @@ def test_the_best_cpu_kernel_is_exported_loaded_and_right(tmp_path, capsys):
     tvm.runtime.load_module(library)["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
     np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
     assert "define" in open(code).read()
+    import ms_pruner
+
+    kernel = ms_pruner.export_best(CPU_RUN, str(tmp_path / "matmul.tar"))  # a .tar: to link into a program of one's own
+    assert (kernel.function, kernel.target, kernel.instruction) == ("main", "llvm", None) and kernel.latency_s > 0
+    assert os.path.getsize(kernel.path) > 0
 
 
 @needs_nvcc
