@@ -94,6 +94,10 @@ def test_a_users_tensorir_kernel_is_tuned_from_its_file_and_resumed(tmp_path, ca
                      "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "kernels:built on llvm: best" in out and "16 records (8 new)" in out and len(record_lines(work_dir)) == 16
+    # Its best two against its unscheduled function, named as tune took it.
+    assert main(["check", "--work-dir", work_dir, "--workload", f"{path}:built", "--target", "llvm", "--top", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(line.startswith(f"ok   {path}:built {work_dir}: ") for line in lines), lines
 
 
 @pytest.mark.slow

@@ -37,7 +37,7 @@ from ..database.transfer import workload_name
 from ..errors import UserError, last_line, require_positive
 from ..hardware import add_target_options, resolve_target
 from ..space.families import tensor_instruction
-from ..workloads import parse_workload, relative_error
+from ..workloads import KernelFile, relative_error, tuned_workload
 from .driver import normalized_mod
 from .fleet import Tracker, add_rpc_option, tracker_of
 from .reference import torch_operation
@@ -106,11 +106,13 @@ def check_fastest(work_dir: str, spec: str, target, top: int = 1, emulate: bool 
     one's output on this machine's device (a new intrinsic's kernels beside the best), or in the
     emulator for the record's own target."""
     require_positive("--top", top)
-    workload = parse_workload(spec)
+    workload = tuned_workload(spec)
     mod = normalized_mod(workload.prim_func())
     records = fastest_records(records_for(open_database(work_dir), mod), top)
     if not records:
         raise UserError(f"'{work_dir}' holds no valid record of {spec}")
+    if isinstance(workload, KernelFile):  # a user's kernel: its unscheduled function is the reference
+        workload = PrimFuncWorkload(next(iter(mod.functions.values())), spec)
     with _given_or_new(session) as session:
         return _check_records(work_dir, spec, workload, records, target, emulate, session)
 
@@ -267,8 +269,8 @@ def add_work_dir_options(parser, required: bool, workload_help: str) -> None:
 def add_check_command(sub) -> None:
     parser = sub.add_parser("check", help="run a work dir's best kernel here and hold its output against the "
                                           "exact result (and torch's)")
-    add_work_dir_options(parser, False, "the workload spec the work dir tuned (without it: every workload of the "
-                                        "work dir, each against its own unscheduled function run on the CPU)")
+    add_work_dir_options(parser, False, "the workload spec (or FILE.py:NAME) the work dir tuned (without it: every "
+                                        "workload of the work dir, each against its own unscheduled function)")
     parser.add_argument("--compare", default=None, metavar="OUT_DIR", help="every finished run of this comparison")
     parser.add_argument("--top", type=int, default=1, help="check each run's N fastest kernels, not its best alone")
     parser.add_argument("--emulate", action="store_true",
