@@ -37,11 +37,13 @@ def sole_writer(work_dir: str, what: str, folder: str = "database folder"):
     with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "its holder not yet written"
             raise UserError(f"work dir {work_dir} is being written by another process ({holder}); wait for it "
                             "to end, or give another work dir") from None
+        except OSError as err:
+            raise UserError(f"cannot lock the work dir {work_dir}: {err.strerror or err}") from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"{what}, pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 from typing import Optional
 
 from ..builder import build_candidate
@@ -22,7 +23,7 @@ from ..builder.cuda_binary import make_fpack_imports
 from ..database.records import fastest_records, mean_latency, replay_record, same_workload
 from ..database.tools import records_by_workload_and_target, target_name
 from ..database.transfer import workload_name
-from ..errors import UserError
+from ..errors import UserError, last_line
 from ..space.families import tensor_instruction
 from ..workloads import tuned_workload
 from .check import add_work_dir_options
@@ -43,9 +44,10 @@ class ExportedKernel:
 
 
 def export_best(work_dir: str, out: str, spec: Optional[str] = None, source: Optional[str] = None) -> ExportedKernel:
-    """Export ``work_dir``'s fastest valid record of ``spec`` (a workload spec or ``FILE.py:NAME``;
-    None: the work dir's one workload) to the library ``out`` (``.so``, or ``.tar`` to link
-    elsewhere), and its generated code to ``source`` when given."""
+    """Export ``work_dir``'s fastest valid record of ``spec`` (``_records_of``; None: the work dir's
+    one workload) to the library ``out`` (``.so``, or ``.tar`` to link elsewhere), and its generated
+    code to ``source`` when given. A record that does not build here (a CUDA one without nvcc) is
+    one line."""
     if not out.endswith((".so", ".tar")):
         raise UserError(f"--out {out}: name a .so (loaded with tvm.runtime.load_module) or a .tar")
     records = _records_of(work_dir, spec)
@@ -53,8 +55,14 @@ def export_best(work_dir: str, out: str, spec: Optional[str] = None, source: Opt
     if not best:
         raise UserError(f"'{work_dir}' holds no valid record of {workload_name(records[0].workload.mod)}")
     record = best[0]
+    if record.target.kind.name == "cuda" and shutil.which("nvcc") is None:
+        raise UserError("exporting a CUDA kernel compiles its device code here: it needs nvcc on PATH")
     schedule = replay_record(record)
-    built = build_candidate(schedule.mod, record.target, None)
+    try:
+        built = build_candidate(schedule.mod, record.target, None)
+    except RuntimeError as err:  # TVM's FFI raises a failed build as RuntimeError
+        raise UserError(f"cannot build the best record of {workload_name(record.workload.mod)} here: "
+                        f"{last_line(err, type(err).__name__)[:200]}") from None
     fpack = make_fpack_imports(built.cuda_binaries) if built.cuda_binaries else None
     try:
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
