@@ -30,7 +30,6 @@ DEFAULT_BUILD = "TVM's default build"
 class RelaxModel:
     """A Relax module as ``tune-model`` tunes it, with the inputs its ``main`` is run on."""
 
-    label: str  # ``file:NAME``
     mod: object  # tvm.IRModule holding a Relax ``main``
     inputs: Tuple[np.ndarray, ...]
 
@@ -39,11 +38,6 @@ class RelaxModel:
         """float16 where an input is (it computes in fp16, as the named fp16 models do), else float32."""
         return "float16" if any(x.dtype == np.float16 for x in self.inputs) else "float32"
 
-    @property
-    def input_shapes(self) -> tuple:
-        shapes = tuple(x.shape for x in self.inputs)
-        return shapes[0] if len(shapes) == 1 else shapes
-
 
 def is_relax_module(found) -> bool:
     """Whether ``found`` is an IRModule whose ``main`` is a Relax function."""
@@ -51,7 +45,7 @@ def is_relax_module(found) -> bool:
         g.name_hint == "main" and isinstance(f, relax.Function) for g, f in found.functions.items())
 
 
-def relax_model(mod, label: str, where: str) -> RelaxModel:
+def relax_model(mod, where: str) -> RelaxModel:
     """``mod`` with random inputs at ``main``'s static shapes (seeded, so a rerun checks the same);
     ``where`` leads a refusal (``--model FILE.py:NAME``)."""
     rng = np.random.default_rng(0)
@@ -60,7 +54,7 @@ def relax_model(mod, label: str, where: str) -> RelaxModel:
         dtype, shape = _static_tensor(param, where)
         inputs.append(np.zeros(shape, dtype) if np.issubdtype(np.dtype(dtype), np.integer)
                       else rng.standard_normal(shape).astype(dtype))
-    return RelaxModel(label, mod, tuple(inputs))
+    return RelaxModel(mod, tuple(inputs))
 
 
 def _static_tensor(param, where: str) -> Tuple[str, Tuple[int, ...]]:

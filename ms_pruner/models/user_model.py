@@ -33,7 +33,7 @@ def load_model_file(model: FileName) -> Tuple[object, object, Optional[Callable]
     name = f"{model.path}:{model.name}"
     function = load_name(model, "--model")
     if is_relax_module(function):
-        found = relax_model(function, model.label, f"--model {name}")
+        found = relax_model(function, f"--model {name}")
         return found, found.inputs, None
     if isinstance(function, (IRModule, tirx.PrimFunc)):
         raise UserError(f"--model {name}: '{model.name}' is TensorIR with no Relax main; a kernel is tuned with "
@@ -46,7 +46,7 @@ def load_model_file(model: FileName) -> Tuple[object, object, Optional[Callable]
     except Exception as err:  # pylint: disable=broad-except
         raise UserError(f"--model {name}: {model.name}() failed: {raised_by_user_code(err)}") from err
     if is_relax_module(built):
-        found = relax_model(built, model.label, f"--model {name}")
+        found = relax_model(built, f"--model {name}")
         return found, found.inputs, function
     if not (isinstance(built, (tuple, list)) and len(built) == 2 and isinstance(built[0], torch.nn.Module)
             and all(isinstance(x, torch.Tensor) for x in example_inputs(built[1]))):
