@@ -29,6 +29,12 @@ def require_positive(option: str, value) -> None:
         raise UserError(f"{option} must be positive, got {value:g}")
 
 
+def require_library_name(option: str, path: str) -> None:
+    """A library to write: ``.so`` (``tvm.runtime.load_module`` loads it) or ``.tar`` (objects to link)."""
+    if not path.endswith((".so", ".tar")):
+        raise UserError(f"{option} {path}: name a .so (loaded with tvm.runtime.load_module) or a .tar")
+
+
 def require_seed(seed) -> None:
     """A seed the random generators accept, or None (a random one)."""
     if seed is not None and not 0 <= seed <= MAX_SEED:

@@ -57,6 +57,21 @@ def test_tune_relax_python_api(tmp_path, caplog):
     assert all(r["search_s"] > 0 and r["build_s"] > 0 and r["run_s"] > 0 for r in result.rounds), result.rounds
 
 
+def _runs_as_torch_does(library: str, name: str) -> None:
+    """The exported model, loaded by TVM's runtime alone and run by a Relax VM on the inputs alone
+    (the weights are inside), against the torch module's output."""
+    import torch
+    import tvm
+    from tvm import relax
+
+    module, example, _ = get_model(name)
+    vm = relax.VirtualMachine(tvm.runtime.load_module(library), tvm.cpu())
+    (got,) = vm["main"](tvm.runtime.tensor(example.numpy()))  # torch.export gives a tuple of outputs
+    with torch.no_grad():
+        want = module(example).numpy()
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.slow
 def test_tune_model_cli(tmp_path, capsys):
     """``--trials`` counts the records the work dir holds, as ``tune``'s does: a second call with a
@@ -78,8 +93,14 @@ def test_tune_model_cli(tmp_path, capsys):
     assert [r["round"] for r in rounds] == [0, 1, 2, 3] and [r["session"] for r in rounds] == [0, 1, 1, 1]
     assert rounds[1]["strategy"]["task"] != reached and rounds[-1]["total_trials"] == 16
     assert rounds[1]["wall_s"] > rounds[0]["wall_s"]
-    assert main(command + ["--trials", "16"]) == 0
-    assert "2 tasks tuned with pruner (16 trials)" in capsys.readouterr().out
+    library = str(tmp_path / "deploy" / "mlp.so")
+    assert main(command + ["--trials", "16", "--export", library]) == 0
+    out = capsys.readouterr().out
+    assert "2 tasks tuned with pruner (16 trials)" in out and f"wrote {library}" in out
+    assert len(open(f"{work_dir}/logs/ms_pruner_rounds.jsonl").readlines()) == 4
+    _runs_as_torch_does(library, "mlp-tiny")
+    assert main(command + ["--export", str(tmp_path / "mlp.o")]) == 2
+    assert "--export" in capsys.readouterr().err  # refused before a round: the log keeps its 4
     assert len(open(f"{work_dir}/logs/ms_pruner_rounds.jsonl").readlines()) == 4
     assert len(_tasks_in_database(work_dir)) == 2
     # Without --trials: a round of --per-iter for each task.
@@ -171,6 +192,14 @@ def test_a_users_model_file_with_token_ids_is_tuned_checked_and_timed(tmp_path, 
     checks = json.loads(capsys.readouterr().out)
     assert len(checks) == summary["tasks"] and all(c["passed"] for c in checks), checks
     assert any("take(100x32:float32, 40:int32" in c["workload"] for c in checks), [c["workload"] for c in checks]
+    # One task alone, by the name db list gives it; a name no task has is one line pointing to db list.
+    gather = next(c for c in checks if "take(" in c["workload"])
+    name = gather["workload"].rsplit(" on ", 1)[0]
+    assert main(["check", "--work-dir", work_dir, "--workload", name, "--target", "llvm", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [gather]
+    unknown = name.replace("100x32", "99x32")
+    assert main(["check", "--work-dir", work_dir, "--workload", unknown, "--target", "llvm"]) == 2
+    assert f"ms-pruner db list {work_dir}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("source, function, message", [
@@ -332,22 +361,22 @@ def _built_tensor_core_record(task, target, family="wmma"):
     raise AssertionError(f"no {family} candidate of {task.task_name} builds")
 
 
-def _compiled_kernels(executable, target) -> str:
-    """Every CUDA module of a VM executable compiled with nvcc and packed as ``tune-model --rpc``
-    sends the model to a server (cubin, not source); their source, joined."""
-    from ms_pruner.builder import cuda_modules, device_module_formats, export_candidate, with_device_code
+def _compiled_kernels(executable, target, library: str) -> str:
+    """Every CUDA module of a VM executable compiled with nvcc and packed as ``tune-model --export``
+    writes the model (and ``--rpc`` sends it to a server): cubin, not source; their source, joined."""
+    from ms_pruner.builder import cuda_modules, device_module_formats
+    from ms_pruner.models import export_model
 
-    built = with_device_code(executable, target)
+    export_model(executable, target, library)
     sources = [m.inspect_source("") for m in cuda_modules(executable.mod)]
-    assert sources and set(built.cuda_binaries) == set(sources)
-    assert device_module_formats(export_candidate(built)) == ["cubin"] * len(sources)
+    assert sources and device_module_formats(library) == ["cubin"] * len(sources)
     return "\n".join(sources)
 
 
 @needs_nvcc
 @pytest.mark.slow
 @pytest.mark.parametrize("name, family", [("bert-layer", "wmma"), ("resnet-block", "wmma"), ("bert-layer", "mma")])
-def test_fp16_models_compile_for_cuda_from_an_empty_and_a_partial_database(name, family, tensor_intrinsics):
+def test_fp16_models_compile_for_cuda_from_an_empty_and_a_partial_database(name, family, tensor_intrinsics, tmp_path):
     """Both fp16 models compiled for an H100 without a GPU, every kernel through nvcc: from an empty
     database (DLight schedules every function) and from one holding a tuned record of one task:
     a WMMA one, which MetaSchedule's own ``compile_relax`` rejects at lowering (models/compile.py;
@@ -361,7 +390,8 @@ def test_fp16_models_compile_for_cuda_from_an_empty_and_a_partial_database(name,
     module, example, spec = get_model(name)
     mod = import_torch_model(module, example, nhwc=spec.nhwc, mixed_precision=True)
     target = get_gpu_spec("h100").target()
-    untuned = _compiled_kernels(compile_tuned(ms.database.MemoryDatabase(), mod, target), target)
+    untuned = _compiled_kernels(compile_tuned(ms.database.MemoryDatabase(), mod, target), target,
+                                str(tmp_path / "untuned.tar"))
     assert "__global__" in untuned and "wmma::" not in untuned
 
     record = None
@@ -375,7 +405,7 @@ def test_fp16_models_compile_for_cuda_from_an_empty_and_a_partial_database(name,
     database = ms.database.MemoryDatabase()
     workload = database.commit_workload(task_mod)
     database.commit_tuning_record(ms.database.TuningRecord(trace, workload, [1e-3], task_target, args))
-    tuned = _compiled_kernels(compile_tuned(database, mod, target), target)
+    tuned = _compiled_kernels(compile_tuned(database, mod, target), target, str(tmp_path / "tuned.tar"))
     if family == "mma":
         assert "mma.sync.aligned" in tuned and "cp.async" in tuned and "int32x8" not in tuned
         return

@@ -32,7 +32,8 @@ from .runner_args import (alloc_argument, cached_alloc_argument, forget_cached_a
                           zero_integer_arguments)
 from .wait_counts import PRUNER_TIR_PIPELINE, register_pruner_pipeline
 from .worker import (COMPILE_DEVICE_CODE_ENV, BuiltCandidate, build_candidate, build_pass_config, cuda_modules,
-                     cuda_sources, export_candidate, exported, lower_candidate, rewritten_schedule, with_device_code)
+                     cuda_sources, export_candidate, exported, lower_candidate, rewritten_schedule, with_device_code,
+                     write_library)
 
 BUILDER_KINDS = ("pruner", "stock")
 
@@ -142,5 +143,6 @@ __all__ = [
     "start_builder_workers",
     "target_device_type",
     "with_device_code",
+    "write_library",
     "zero_integer_arguments",
 ]

@@ -20,6 +20,7 @@ import tvm
 from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 from tvm.support.tar import tar
 
+from ..errors import UserError
 from .cuda_binary import compile_cuda_to_cubin, import_tree, make_fpack_imports
 from .copy_lanes import prepare_permuted_copies
 from .cuda_compile import cuda_compile_scope, cuda_runtime_loaded
@@ -168,6 +169,17 @@ def export_candidate(built: BuiltCandidate) -> str:
     fpack = make_fpack_imports(built.cuda_binaries) if built.cuda_binaries else None
     built.executable.export_library(path, fcompile=tar, fpack_imports=fpack)
     return path
+
+
+def write_library(built: BuiltCandidate, path: str) -> None:
+    """``built`` as the library ``path`` (``.so``, or ``.tar`` to link elsewhere), its device code
+    packed as compiled here, so the machine that loads it needs no nvcc."""
+    fpack = make_fpack_imports(built.cuda_binaries) if built.cuda_binaries else None
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        built.executable.export_library(path, fpack_imports=fpack)
+    except OSError as err:
+        raise UserError(f"cannot write {err.filename or path}: {err.strerror or err}") from None
 
 
 @contextlib.contextmanager

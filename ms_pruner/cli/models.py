@@ -8,9 +8,10 @@ import os
 import sys
 
 from ..cost_model import read_model_file
+from ..errors import require_library_name
 from ..hardware import add_target_options, resolve_target
-from ..models import (DEFAULT_BUILD, RelaxModel, compare_outputs, default_build, get_model, import_torch_model,
-                      prepared_relax, run_executable, torch_latency, tune_relax)
+from ..models import (DEFAULT_BUILD, RelaxModel, compare_outputs, default_build, export_model, get_model,
+                      import_torch_model, prepared_relax, run_executable, torch_latency, tune_relax)
 from ..models.report import model_table, read_summaries, write_summary
 from ..models.user_model import example_inputs
 from ..search import parse_settings
@@ -38,6 +39,9 @@ def add_model_commands(sub) -> None:
     model.add_argument("--torch-compile", action=argparse.BooleanOptionalAction, default=True,
                        help="also time torch.compile (skipped with --no-torch-compile)")
     model.add_argument("--no-progress", action="store_true")
+    model.add_argument("--export", default=None, metavar="MODEL.so",
+                       help="write the compiled model here (.so, or .tar to link) once its outputs match: "
+                            "relax.VirtualMachine(tvm.runtime.load_module(MODEL.so), device)['main'](*inputs)")
     add_search_options(model)
     add_rpc(model)
     add_time_limit(model)
@@ -47,6 +51,8 @@ def add_model_commands(sub) -> None:
 
 def cmd_tune_model(args) -> int:
     settings = parse_settings(args.pruner_settings)
+    if args.export:
+        require_library_name("--export", args.export)
     if args.pretrained:
         read_model_file(args.pretrained)
     tracker = tracker_of(args)
@@ -86,9 +92,14 @@ def cmd_tune_model(args) -> int:
         "rpc": str(tracker) if tracker else None,
     })
     if mismatch:
-        print(f"ms-pruner: error: {spec.name}: {mismatch}", file=sys.stderr)
+        print(f"ms-pruner: error: {spec.name}: {mismatch}" + (f"; {args.export} not written" if args.export else ""),
+              file=sys.stderr)
         return 1
     print(f"  outputs match {reference} ({len(outputs)} output(s))")
+    if args.export:
+        export_model(result.executable, choice.target, args.export)
+        print(f"  wrote {args.export}: relax.VirtualMachine(tvm.runtime.load_module('{args.export}'), device)"
+              f"['main'](*inputs)")
     return 0
 
 

@@ -1,6 +1,6 @@
 """Whole models: torch definitions, the Relax import, a user's Relax module, and tune_relax with PrunerSearch."""
 
-from .compile import compile_tuned
+from .compile import compile_tuned, export_model
 from .definitions import MODELS, ModelSpec, get_model
 from .relax_flow import (RelaxTuneResult, compare_outputs, extract_tasks, import_torch_model, legalize_and_fuse,
                          prepared_relax, run_executable, tune_relax)
@@ -16,6 +16,7 @@ __all__ = [
     "compare_outputs",
     "compile_tuned",
     "default_build",
+    "export_model",
     "extract_tasks",
     "get_model",
     "import_torch_model",

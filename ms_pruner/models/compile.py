@@ -21,7 +21,7 @@ from tvm.relax import pipeline as relax_pipeline
 from tvm.s_tir import dlight
 
 from ..builder import (PRUNER_TIR_PIPELINE, build_pass_config, cuda_compile_scope, register_pruner_pipeline,
-                       rewritten_schedule)
+                       rewritten_schedule, with_device_code, write_library)
 
 
 def compile_tuned(database, mod, target, params: Optional[Dict] = None):
@@ -46,6 +46,14 @@ def compile_tuned(database, mod, target, params: Optional[Dict] = None):
     with target, database, tvm.transform.PassContext(opt_level=3, config=build_pass_config(target)), \
             cuda_compile_scope(target):  # on a GPU machine codegen compiles CUDA here: nvcc, not NVRTC
         return relax.build(mod, target=target, relax_pipeline=tuned_pipeline, tir_pipeline=PRUNER_TIR_PIPELINE)
+
+
+def export_model(executable, target, path: str) -> None:
+    """A compiled model as the library ``path`` (``.so``, or ``.tar`` to link elsewhere): its CUDA
+    compiled here with nvcc where code generation left source, so the machine that runs it needs
+    neither nvcc nor TVM's compiler. ``relax.VirtualMachine(tvm.runtime.load_module(path), device)``
+    runs it; a torch model's weights are inside, so ``main`` takes the inputs alone."""
+    write_library(with_device_code(executable, target), path)
 
 
 def _default_gpu_schedules():

@@ -106,7 +106,7 @@ def check_fastest(work_dir: str, spec: str, target, top: int = 1, emulate: bool 
     one's output on this machine's device (a new intrinsic's kernels beside the best), or in the
     emulator for the record's own target."""
     require_positive("--top", top)
-    workload = tuned_workload(spec)
+    workload = workload_in(work_dir, spec)
     mod = normalized_mod(workload.prim_func())
     records = fastest_records(records_for(open_database(work_dir), mod), top)
     if not records:
@@ -118,16 +118,32 @@ def check_fastest(work_dir: str, spec: str, target, top: int = 1, emulate: bool 
 
 
 def check_database(work_dir: str, target, top: int = 1, emulate: bool = False,
-                   session: Optional[DeviceSession] = None) -> List[OutputCheck]:
-    """Every workload of ``work_dir`` (per target), its ``top`` fastest records each held against
-    the workload's unscheduled function; a workload PrimFuncWorkload refuses is one skipped check."""
+                   session: Optional[DeviceSession] = None, name: Optional[str] = None) -> List[OutputCheck]:
+    """Every workload of ``work_dir`` (per target), or those ``db list`` calls ``name`` (a
+    tune-model task), its ``top`` fastest records each held against the workload's unscheduled
+    function; a workload PrimFuncWorkload refuses is one skipped check."""
     require_positive("--top", top)
+    groups = [g for g in records_by_workload_and_target(work_dir)
+              if name is None or workload_name(g[0].workload.mod) == name]
     with _given_or_new(session) as session:
-        checks = [check for group in records_by_workload_and_target(work_dir)
-                  for check in _check_group(work_dir, group, target, top, emulate, session)]
+        checks = [check for group in groups for check in _check_group(work_dir, group, target, top, emulate, session)]
     if not checks:
         raise UserError(f"'{work_dir}' holds no record")
     return checks
+
+
+def workload_in(work_dir: str, spec: str):
+    """The workload ``spec`` names for ``work_dir``; a bad spec's line also points to the names
+    ``db list`` gives, which ``--workload`` takes too."""
+    try:
+        return tuned_workload(spec)
+    except UserError as err:
+        raise UserError(f"{err}; or a name 'ms-pruner db list {work_dir}' prints") from err
+
+
+def _listed_name(work_dir: str, name: str) -> bool:
+    """Whether ``name`` is one that ``db list`` gives a workload of ``work_dir``, not a spec."""
+    return any(workload_name(g[0].workload.mod) == name for g in records_by_workload_and_target(work_dir))
 
 
 def _given_or_new(session: Optional[DeviceSession]):
@@ -230,8 +246,8 @@ def cmd_check(args) -> int:
     if tracker is not None:
         tracker.check_device(target)
     with DeviceSession(tracker) as session:
-        if args.work_dir and not args.workload:
-            checks = check_database(args.work_dir, target, args.top, args.emulate, session)
+        if args.work_dir and (not args.workload or _listed_name(args.work_dir, args.workload)):
+            checks = check_database(args.work_dir, target, args.top, args.emulate, session, args.workload)
         else:
             runs = compared_runs(args.compare) if args.compare else [(args.work_dir, args.workload)]
             checks = [c for work_dir, spec in runs
@@ -269,8 +285,9 @@ def add_work_dir_options(parser, required: bool, workload_help: str) -> None:
 def add_check_command(sub) -> None:
     parser = sub.add_parser("check", help="run a work dir's best kernel here and hold its output against the "
                                           "exact result (and torch's)")
-    add_work_dir_options(parser, False, "the workload spec (or FILE.py:NAME) the work dir tuned (without it: every "
-                                        "workload of the work dir, each against its own unscheduled function)")
+    add_work_dir_options(parser, False, "the workload spec, FILE.py:NAME, or the name db list gives it (a tune-model "
+                                        "task; without it: every workload of the work dir, each against its own "
+                                        "unscheduled function)")
     parser.add_argument("--compare", default=None, metavar="OUT_DIR", help="every finished run of this comparison")
     parser.add_argument("--top", type=int, default=1, help="check each run's N fastest kernels, not its best alone")
     parser.add_argument("--emulate", action="store_true",

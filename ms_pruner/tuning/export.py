@@ -14,19 +14,16 @@ library holds one function, the workload's, which takes its buffers in order.
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 from typing import Optional
 
-from ..builder import build_candidate
-from ..builder.cuda_binary import make_fpack_imports
+from ..builder import build_candidate, write_library
 from ..database.records import fastest_records, mean_latency, replay_record, same_workload
 from ..database.tools import records_by_workload_and_target, target_name
 from ..database.transfer import workload_name
-from ..errors import UserError, last_line
+from ..errors import UserError, last_line, require_library_name
 from ..space.families import tensor_instruction
-from ..workloads import tuned_workload
-from .check import add_work_dir_options
+from .check import add_work_dir_options, workload_in
 from .driver import normalized_mod
 
 
@@ -48,8 +45,7 @@ def export_best(work_dir: str, out: str, spec: Optional[str] = None, source: Opt
     one workload) to the library ``out`` (``.so``, or ``.tar`` to link elsewhere), and its generated
     code to ``source`` when given. A record that does not build here (a CUDA one without nvcc) is
     one line."""
-    if not out.endswith((".so", ".tar")):
-        raise UserError(f"--out {out}: name a .so (loaded with tvm.runtime.load_module) or a .tar")
+    require_library_name("--out", out)
     records = _records_of(work_dir, spec)
     best = fastest_records(records, 1)
     if not best:
@@ -63,15 +59,13 @@ def export_best(work_dir: str, out: str, spec: Optional[str] = None, source: Opt
     except RuntimeError as err:  # TVM's FFI raises a failed build as RuntimeError
         raise UserError(f"cannot build the best record of {workload_name(record.workload.mod)} here: "
                         f"{last_line(err, type(err).__name__)[:200]}") from None
-    fpack = make_fpack_imports(built.cuda_binaries) if built.cuda_binaries else None
-    try:
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        built.executable.export_library(out, fpack_imports=fpack)
-        if source is not None:
+    write_library(built, out)
+    if source is not None:
+        try:
             with open(source, "w", encoding="utf-8") as handle:
                 handle.write(_generated_code(built.executable, record.target))
-    except OSError as err:
-        raise UserError(f"cannot write {err.filename or out}: {err.strerror or err}") from None
+        except OSError as err:
+            raise UserError(f"cannot write {source}: {err.strerror or err}") from None
     return ExportedKernel(path=out, workload=workload_name(record.workload.mod),
                           function=next(iter(schedule.mod.functions)).name_hint, target=target_name(record.target),
                           latency_s=mean_latency(record), instruction=tensor_instruction(record.trace), source=source)
@@ -84,7 +78,7 @@ def _records_of(work_dir: str, spec: Optional[str]) -> list:
     if spec is not None:
         named = [g for g in groups if workload_name(g[0].workload.mod) == spec]
         if not named:
-            mod = normalized_mod(tuned_workload(spec).prim_func())
+            mod = normalized_mod(workload_in(work_dir, spec).prim_func())
             named = [g for g in groups if same_workload(g[0], mod)]
         groups = named
     if len(groups) == 1:
