@@ -148,7 +148,8 @@ models() {  # a model whose tune_model.json is there is done
     for model in ${MODELS:-bert-layer resnet-block}; do
         [ ! -s "$KEEP/models/$model-$1/tune_model.json" ] || continue
         ms tune-model --model "$model" --target "$TARGET" --trials "$MODEL_TRIALS" --per-iter "$MODEL_PER_ITER" \
-            --strategy "$1" --seed 0 --work-dir "$KEEP/models/$model-$1" --no-progress
+            --strategy "$1" --seed 0 --work-dir "$KEEP/models/$model-$1" --no-progress \
+            --export "$KEEP/models/$model-$1.so"  # loaded again and run here: a CUDA model library on a GPU
         # Exit 1: the compiled model disagreed with torch. Each task's best kernel held against its
         # own function names the wrong one (integer inputs drawn inside the axes they index).
         [ "$?" -ne 1 ] || timeout --foreground 150 python3 -m ms_pruner check --work-dir "$KEEP/models/$model-$1" \

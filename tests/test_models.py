@@ -1,6 +1,7 @@
 """Whole models through Relax on llvm: the CLI and the Python API, several tasks with PrunerSearch."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -72,6 +73,23 @@ def _runs_as_torch_does(library: str, name: str) -> None:
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
 
 
+def _a_library_that_disagrees_is_removed(library: str, tmp_path) -> None:
+    """The check ``--export`` makes of the library it wrote, held against outputs it cannot match."""
+    import shutil
+
+    from ms_pruner.cli.models import _library_check
+    from ms_pruner.errors import UserError
+    from ms_pruner.hardware import resolve_target
+
+    module, example, spec = get_model("mlp-tiny")
+    copy = str(tmp_path / "copy.so")
+    shutil.copy(library, copy)
+    wrong = [module(example).detach().numpy() + 1.0]
+    with pytest.raises(UserError, match=r"copy.so, loaded again: output 0 differs from torch.*; removed"):
+        _library_check(copy, resolve_target("llvm"), [example.numpy()], wrong, spec, "torch")
+    assert not os.path.exists(copy)
+
+
 @pytest.mark.slow
 def test_tune_model_cli(tmp_path, capsys):
     """``--trials`` counts the records the work dir holds, as ``tune``'s does: a second call with a
@@ -96,9 +114,11 @@ def test_tune_model_cli(tmp_path, capsys):
     library = str(tmp_path / "deploy" / "mlp.so")
     assert main(command + ["--trials", "16", "--export", library]) == 0
     out = capsys.readouterr().out
-    assert "2 tasks tuned with pruner (16 trials)" in out and f"wrote {library}" in out
+    assert "2 tasks tuned with pruner (16 trials)" in out
+    assert f"wrote {library}, loaded again, outputs match torch" in out
     assert len(open(f"{work_dir}/logs/ms_pruner_rounds.jsonl").readlines()) == 4
     _runs_as_torch_does(library, "mlp-tiny")
+    _a_library_that_disagrees_is_removed(library, tmp_path)
     assert main(command + ["--export", str(tmp_path / "mlp.o")]) == 2
     assert "--export" in capsys.readouterr().err  # refused before a round: the log keeps its 4
     assert len(open(f"{work_dir}/logs/ms_pruner_rounds.jsonl").readlines()) == 4

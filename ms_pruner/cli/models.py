@@ -8,10 +8,10 @@ import os
 import sys
 
 from ..cost_model import read_model_file
-from ..errors import require_library_name
+from ..errors import UserError, require_library_name
 from ..hardware import add_target_options, resolve_target
 from ..models import (DEFAULT_BUILD, RelaxModel, compare_outputs, default_build, export_model, get_model,
-                      import_torch_model, prepared_relax, run_executable, torch_latency, tune_relax)
+                      import_torch_model, prepared_relax, run_executable, run_library, torch_latency, tune_relax)
 from ..models.report import model_table, read_summaries, write_summary
 from ..models.user_model import example_inputs
 from ..search import parse_settings
@@ -98,9 +98,21 @@ def cmd_tune_model(args) -> int:
     print(f"  outputs match {reference} ({len(outputs)} output(s))")
     if args.export:
         export_model(result.executable, choice.target, args.export)
-        print(f"  wrote {args.export}: relax.VirtualMachine(tvm.runtime.load_module('{args.export}'), device)"
-              f"['main'](*inputs)")
+        print(f"  wrote {args.export}" + ("" if tracker else _library_check(args.export, choice, inputs, expected, spec,
+                                                                               reference)))
     return 0
+
+
+def _library_check(path: str, choice, inputs, expected, spec, reference) -> str:
+    """The exported model loaded by TVM's runtime here and run once, held against ``reference``
+    as the tuned model was: how to run it, or an error when it disagrees."""
+    mismatch = compare_outputs([o.astype("float32") for o in run_library(path, choice.target, inputs)], expected,
+                               spec.dtype, reference)
+    if mismatch:
+        os.remove(path)
+        raise UserError(f"{path}, loaded again: {mismatch}; removed")
+    return (f", loaded again, outputs match {reference}: relax.VirtualMachine(tvm.runtime.load_module('{path}'), "
+            f"device)['main'](*inputs)")
 
 
 def _reference(module, example, spec, relax_mod, run, args, choice, tracker) -> tuple:

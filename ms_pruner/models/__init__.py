@@ -3,7 +3,7 @@
 from .compile import compile_tuned, export_model
 from .definitions import MODELS, ModelSpec, get_model
 from .relax_flow import (RelaxTuneResult, compare_outputs, extract_tasks, import_torch_model, legalize_and_fuse,
-                         prepared_relax, run_executable, tune_relax)
+                         prepared_relax, run_executable, run_library, tune_relax)
 from .relax_model import DEFAULT_BUILD, RelaxModel, default_build
 from .torch_timing import torch_latency
 
@@ -23,6 +23,7 @@ __all__ = [
     "legalize_and_fuse",
     "prepared_relax",
     "run_executable",
+    "run_library",
     "torch_latency",
     "tune_relax",
 ]

@@ -192,6 +192,11 @@ def run_executable(executable, target, inputs: List[np.ndarray], repeat: int = 2
                                   lambda module, device: _run_vm(module, device, inputs, repeat))
 
 
+def run_library(path: str, target, inputs: List[np.ndarray]) -> List[np.ndarray]:
+    """The outputs of a model library (``export_model``) loaded by TVM's runtime here and run once."""
+    return _run_vm(tvm.runtime.load_module(path), tvm.device(target_device_type(target), 0), inputs, 1)[0]
+
+
 def _run_vm(executable, device, inputs: List[np.ndarray], repeat: int):
     """Through the VM's stateful calls, whose tuple of outputs also comes back over RPC."""
     vm = relax.VirtualMachine(executable, device)
