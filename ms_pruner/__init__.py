@@ -7,6 +7,7 @@ sub-package that needs them is used. The main entry points::
     ms_pruner.tune_relax(mod, params, target, work_dir, max_trials_global, strategy="pruner")
     ms.tune_tir(..., strategy=ms_pruner.PrunerSearch(), cost_model=ms_pruner.PaCM())
     ms_pruner.export_best(work_dir, "kernel.so")  # the best kernel, built as it was measured
+    ms_pruner.export_model(result.executable, target, "model.so")  # a tune_relax result's model
 """
 
 import importlib
@@ -23,6 +24,7 @@ _LAZY = {
     "make_builder": ("ms_pruner.builder", "make_builder"),
     "tune_relax": ("ms_pruner.models", "tune_relax"),
     "export_best": ("ms_pruner.tuning.export", "export_best"),
+    "export_model": ("ms_pruner.models", "export_model"),
 }
 
 

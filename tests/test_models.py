@@ -8,7 +8,8 @@ import pytest
 
 from conftest import needs_nvcc
 from ms_pruner.cli import main
-from ms_pruner.models import compare_outputs, extract_tasks, get_model, import_torch_model, run_executable
+from ms_pruner.models import (compare_outputs, extract_tasks, get_model, import_torch_model, run_executable,
+                              run_library)
 from ms_pruner.models.report import model_table, read_summaries
 
 
@@ -50,6 +51,9 @@ def test_tune_relax_python_api(tmp_path, caplog):
     assert seconds > 0
     want = module(example).detach().numpy()
     assert compare_outputs(outputs, [want], spec.dtype) is None
+    library = str(tmp_path / "model.tar")  # a .tar: load_module links it
+    ms_pruner.export_model(result.executable, target, library)
+    assert compare_outputs(run_library(library, target, [example.numpy()]), [want], spec.dtype) is None
     assert sum(r["trials"] for r in result.rounds) == 12
     assert {r["task_id"] for r in result.rounds} == {0, 1}
     # The scheduler searches, builds and runs a batch of each task before it closes their rounds:
