@@ -92,6 +92,11 @@ def _a_library_that_disagrees_is_removed(library: str, tmp_path) -> None:
     with pytest.raises(UserError, match=r"copy.so, loaded again: output 0 differs from torch.*; removed"):
         _library_check(copy, resolve_target("llvm"), [example.numpy()], wrong, spec, "torch")
     assert not os.path.exists(copy)
+    garbage = tmp_path / "garbage.so"  # another name: dlopen keeps the copy's handle by its path
+    garbage.write_bytes(b"no library")
+    with pytest.raises(UserError, match=r"garbage.so, loaded again: it does not run here: .*; removed"):
+        _library_check(str(garbage), resolve_target("llvm"), [example.numpy()], wrong, spec, "torch")
+    assert not garbage.exists()
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import os
 import sys
 
 from ..cost_model import read_model_file
-from ..errors import UserError, require_library_name
+from ..errors import UserError, last_line, require_library_name
 from ..hardware import add_target_options, resolve_target
 from ..models import (DEFAULT_BUILD, RelaxModel, compare_outputs, default_build, export_model, get_model,
                       import_torch_model, prepared_relax, run_executable, run_library, torch_latency, tune_relax)
@@ -106,8 +106,12 @@ def cmd_tune_model(args) -> int:
 def _library_check(path: str, choice, inputs, expected, spec, reference) -> str:
     """The exported model loaded by TVM's runtime here and run once, held against ``reference``
     as the tuned model was: how to run it, or an error when it disagrees."""
-    mismatch = compare_outputs([o.astype("float32") for o in run_library(path, choice.target, inputs)], expected,
-                               spec.dtype, reference)
+    try:
+        outputs = run_library(path, choice.target, inputs)
+    except RuntimeError as err:  # TVM's FFI raises a failed load or run as RuntimeError
+        mismatch = f"it does not run here: {last_line(err, type(err).__name__)[:200]}"
+    else:
+        mismatch = compare_outputs([o.astype("float32") for o in outputs], expected, spec.dtype, reference)
     if mismatch:
         os.remove(path)
         raise UserError(f"{path}, loaded again: {mismatch}; removed")

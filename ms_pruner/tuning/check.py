@@ -37,7 +37,8 @@ from ..database.transfer import workload_name
 from ..errors import UserError, last_line, require_positive
 from ..hardware import add_target_options, resolve_target
 from ..space.families import tensor_instruction
-from ..workloads import KernelFile, relative_error, tuned_workload
+from ..user_files import file_name
+from ..workloads import KernelFile, parse_workload, relative_error, tuned_workload
 from .driver import normalized_mod
 from .fleet import Tracker, add_rpc_option, tracker_of
 from .reference import torch_operation
@@ -142,8 +143,15 @@ def workload_in(work_dir: str, spec: str):
 
 
 def _listed_name(work_dir: str, name: str) -> bool:
-    """Whether ``name`` is one that ``db list`` gives a workload of ``work_dir``, not a spec."""
-    return any(workload_name(g[0].workload.mod) == name for g in records_by_workload_and_target(work_dir))
+    """Whether ``name`` is one that ``db list`` gives a workload of ``work_dir``; a spec or
+    ``FILE.py:NAME`` is not looked up (reading every record of a large run costs seconds)."""
+    if file_name(name) is not None:
+        return False
+    try:
+        parse_workload(name)
+        return False
+    except UserError:
+        return any(workload_name(g[0].workload.mod) == name for g in records_by_workload_and_target(work_dir))
 
 
 def _given_or_new(session: Optional[DeviceSession]):
