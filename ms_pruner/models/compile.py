@@ -22,6 +22,8 @@ from tvm.s_tir import dlight
 
 from ..builder import (PRUNER_TIR_PIPELINE, build_pass_config, cuda_compile_scope, register_pruner_pipeline,
                        rewritten_schedule, with_device_code, write_library)
+from ..errors import require_library_name
+from ..hardware import resolve_target
 
 
 def compile_tuned(database, mod, target, params: Optional[Dict] = None):
@@ -52,7 +54,11 @@ def export_model(executable, target, path: str) -> None:
     """A compiled model as the library ``path`` (``.so``, or ``.tar`` to link elsewhere): its CUDA
     compiled here with nvcc where code generation left source, so the machine that runs it needs
     neither nvcc nor TVM's compiler. ``relax.VirtualMachine(tvm.runtime.load_module(path), device)``
-    runs it; a torch model's weights are inside, so ``main`` takes the inputs alone."""
+    runs it; a torch model's weights are inside, so ``main`` takes the inputs alone. ``target``: a
+    ``tvm.target.Target`` or what ``--target`` takes."""
+    require_library_name("path", path)
+    if isinstance(target, (str, dict)):
+        target = resolve_target(target, require_device=False).target
     write_library(with_device_code(executable, target), path)
 
 
