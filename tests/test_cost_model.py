@@ -294,6 +294,31 @@ def test_evaluate_model_prints_one_table_for_several_runs(committed_runs, capsys
     assert all(" analyzer " in line for line in table[2::2]) and all(" pacm " in line for line in table[3::2])
 
 
+def test_xgb_scores_a_run_from_features_extracted_once_as_stock_xgb_does():
+    """evaluate-model's XGB reads each candidate's features once a run, and scores what a fresh stock
+    XGBModel, extracting its own, scores."""
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig
+
+    from ms_pruner.database.records import measured_batch
+    from ms_pruner.evaluation.model_ranking import EVALUATORS, load_run
+
+    run = load_run(os.path.join(REPO_ROOT, "tests", "data", "cpu_pruner_seed0", "matmul_128x128x128_float32_float32"))
+    train, test = list(range(32)), list(range(32, 64))
+    context = ms.TuneContext(mod=run.records[0].workload.mod, target=run.records[0].target, num_threads=1)
+    extracted = []
+    for seed in (0, 1):
+        scores, _, _, extra = EVALUATORS["xgb-trained"](run, train, test, seed)
+        extracted.append(run.xgb_inputs[2].seconds)
+        np.random.seed(seed)
+        stock = ms.cost_model.XGBModel(config=XGBConfig(seed=seed), num_warmup_samples=0)
+        candidates, results = measured_batch(run.schedules, run.latency)
+        stock.update(context, candidates[:32], results[:32])
+        assert np.array_equal(scores, np.asarray(stock.predict(context, candidates[32:]), dtype=np.float64))
+        assert extra["featurize_us"] > 0
+    assert len(run.xgb_inputs[2].features) == 64 and extracted[1] == extracted[0]
+
+
 def test_evaluate_model_refuses_bad_choices_in_one_line(capsys, tmp_path):
     assert main(["evaluate-model", "--db", str(tmp_path), "--models", "analyzer,forest"]) == 2
     assert capsys.readouterr().err.strip() == ("ms-pruner: error: unknown model(s) forest; choose from analyzer, "

@@ -139,6 +139,62 @@ def test_db_merge_keeps_each_records_target_and_says_so_and_best_keeps_one_a_wor
     assert said.out == "" and len(said.err.strip().splitlines()) == 1 and "no MetaSchedule database" in said.err
 
 
+def _as_metaschedule_reads(path):
+    """(record, schedule) a line, as MetaSchedule's TuningRecord.from_json reads it, then replayed."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from ms_pruner.database import replay_record
+    from ms_pruner.database.lines import database_paths
+
+    workload_file, record_file = database_paths(path)
+    with open(workload_file, encoding="utf-8") as handle:
+        workloads = [ms.database.Workload.from_json(json.loads(line)) for line in handle if line.strip()]
+    with open(record_file, encoding="utf-8") as handle:
+        records = [ms.database.TuningRecord.from_json(payload, workloads[index])
+                   for index, payload in map(json.loads, filter(str.strip, handle))]
+    return [(record, replay_record(record)) for record in records]
+
+
+@pytest.mark.parametrize("source", ["cpu", "tensor_core"])
+def test_records_read_in_file_order_with_their_schedules_as_metaschedule_reads_them(tmp_path, source, capsys):
+    """Each record's trace is replayed once; what comes back is what TVM's own reading gives, in file
+    order, for CPU traces and for WMMA traces (index maps, tensor intrinsics)."""
+    import tvm_ffi
+
+    from ms_pruner.database import replayed_in_file_order
+
+    if source == "cpu":
+        path = os.path.join(TUNED, "matmul_128x128x128_float32_float32")
+    elif os.path.isdir(H100_MM4096):
+        path = str(tmp_path / "first16")
+        os.makedirs(path)
+        for name in ("database_workload.json", "database_tuning_record.json"):
+            with open(os.path.join(H100_MM4096, name), encoding="utf-8") as handle:
+                lines = handle.readlines()[:16]
+            with open(os.path.join(path, name), "w", encoding="utf-8") as handle:
+                handle.writelines(lines)
+    else:
+        pytest.skip("the shared H100 databases are not here")
+    got, expected = replayed_in_file_order(path), _as_metaschedule_reads(path)
+    assert len(got) == len(expected) == (64 if source == "cpu" else 16)
+    for (record, sch), (their_record, their_sch) in zip(got, expected):
+        assert str(record.trace) == str(their_record.trace) and str(record.target) == str(their_record.target)
+        assert [float(s) for s in record.run_secs] == [float(s) for s in their_record.run_secs]
+        assert [str(a.as_json()) for a in record.args_info] == [str(a.as_json()) for a in their_record.args_info]
+        assert tvm_ffi.structural_equal(sch.mod, their_sch.mod)
+    assert [mean_latency(r) for r in records_in_file_order(path)] == [mean_latency(r) for r, _ in expected]
+    if source == "tensor_core":  # the copy's last line cut short, as a kill leaves it
+        record_file = os.path.join(path, "database_tuning_record.json")
+        lines = open(record_file, encoding="utf-8").readlines()
+        with open(record_file, "w", encoding="utf-8") as handle:
+            handle.writelines(lines[:-1] + [lines[-1][:len(lines[-1]) // 2]])
+        assert main(["db", "merge", path, "--out", str(tmp_path / "merged")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"ms-pruner: error: corrupt MetaSchedule database in '{path}': "
+                              "database_tuning_record.json line 16 of 16: cut short or not JSON") and "\n" not in err
+        assert not (tmp_path / "merged").exists()
+
+
 @needs_h100_data
 @pytest.mark.slow
 def test_a_record_seeds_only_the_rule_family_it_was_tuned_in_and_computes_the_new_gemm():

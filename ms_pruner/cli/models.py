@@ -82,7 +82,7 @@ def cmd_tune_model(args) -> int:
           + (f"; tasks with no record (a default schedule): {untuned}" if untuned else ""))
     reference, expected, baselines, line = _reference(module, example, spec, relax_mod, run, args, choice, tracker)
     print(f"  ms_pruner {_us(seconds)}{f' on a server of {tracker}' if tracker else ''} | {line}")
-    mismatch = compare_outputs([o.astype("float32") for o in outputs], expected, spec.dtype, reference)
+    mismatch = compare_outputs(outputs, expected, spec.dtype, reference)
     write_summary(work_dir, {
         "model": spec.name, "dtype": spec.dtype, "target": str(choice.target), "target_kind": choice.target.kind.name,
         "strategy": args.strategy, "trials": result.trials, "seed": args.seed, "tasks": len(result.tasks),
@@ -111,7 +111,7 @@ def _library_check(path: str, choice, inputs, expected, spec, reference) -> str:
     except RuntimeError as err:  # TVM's FFI raises a failed load or run as RuntimeError
         mismatch = f"it does not run here: {last_line(err, type(err).__name__)[:200]}"
     else:
-        mismatch = compare_outputs([o.astype("float32") for o in outputs], expected, spec.dtype, reference)
+        mismatch = compare_outputs(outputs, expected, spec.dtype, reference)
     if mismatch:
         os.remove(path)
         raise UserError(f"{path}, loaded again: {mismatch}; removed")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import List
 
-from ..database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order, replay_record
+from ..database.records import FAILED_RUN_SECONDS, mean_latency, replayed_in_file_order
 from ..errors import UserError
 from .pacm import PaCMCore, _task_key
 from .training import Sample
@@ -14,8 +14,8 @@ from .training import Sample
 def database_samples(core: PaCMCore, path: str) -> List[Sample]:
     """Every record of a database as a training sample (trace replayed, tokens extracted)."""
     samples = []
-    for record in records_in_file_order(path):
-        sample = core.featurize([replay_record(record)], record.target)[0]
+    for record, sch in replayed_in_file_order(path):
+        sample = core.featurize([sch], record.target)[0]
         latency = mean_latency(record)
         sample.latency_s = latency if latency < FAILED_RUN_SECONDS else math.inf
         sample.task = _task_key(record.workload.mod)

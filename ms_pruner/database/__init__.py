@@ -6,8 +6,8 @@ search, the cost model or the driver."""
 
 from .lines import repair_database
 from .records import (FAILED_RUN_SECONDS, best_record, database_paths, describe_best, group_by_workload, is_valid,
-                      mean_latency, open_database, records_for, records_in_file_order, replay_record, same_target,
-                      same_workload, summarize_trace, workload_flops)
+                      mean_latency, open_database, records_for, records_in_file_order, replay_record,
+                      replayed_in_file_order, same_target, same_workload, summarize_trace, workload_flops)
 from .writer_lock import sole_writer
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "records_in_file_order",
     "repair_database",
     "replay_record",
+    "replayed_in_file_order",
     "same_target",
     "same_workload",
     "sole_writer",

@@ -5,14 +5,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import tvm_ffi
-from tvm.s_tir import Schedule, meta_schedule as ms
+from tvm.s_tir import Schedule, Trace, meta_schedule as ms
 from tvm.s_tir.analysis import estimate_tir_flops
 from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 from tvm.s_tir.meta_schedule.runner import RunnerResult
 from tvm.s_tir.meta_schedule.search_strategy import MeasureCandidate
+from tvm.target import Target
 
 from ..errors import UserError, last_line
 from ..files import make_folder
@@ -72,26 +73,48 @@ def _corrupt(path: str, err: Exception) -> UserError:
     return UserError(f"corrupt MetaSchedule database in '{path}': {last_line(err, type(err).__name__)}")
 
 
-def records_in_file_order(path: str) -> List:
-    """Every record of the JSON database in ``path``, in the order it was measured.
+def replayed_in_file_order(path: str) -> List[Tuple[object, Schedule]]:
+    """Every record of the JSON database in ``path`` with the schedule it measured, in the order it
+    was measured.
 
     ``Database.get_all_tuning_records`` returns records sorted by latency; model evaluation that
-    trains on the first part of a run needs the file order instead.
+    trains on the first part of a run needs the file order instead. Each trace is replayed once:
+    ``TuningRecord.from_json`` replays a trace to rebuild it and keeps the schedule to itself, and a
+    ``JSONDatabase`` replays every record as it opens, so reading through them costs two or three
+    replays a record (some 55 ms each for a 4096^3 WMMA trace).
     """
-    open_database(path)  # validates the files and registers the tensor intrinsics
+    require_database_files(path)
+    register_tensor_intrinsics()
     workload_file, record_file = database_paths(path)
     try:
         with open(workload_file, encoding="utf-8") as handle:
             workloads = [ms.database.Workload.from_json(json.loads(line)) for line in handle if line.strip()]
-        records = []
+        replayed = []
         with open(record_file, encoding="utf-8") as handle:
             for line in handle:
                 if line.strip():
                     index, payload = json.loads(line)
-                    records.append(ms.database.TuningRecord.from_json(payload, workloads[index]))
+                    replayed.append(_replayed_record(payload, workloads[index]))
     except Exception as err:  # pylint: disable=broad-except
         raise _corrupt(path, err) from None
-    return records
+    return replayed
+
+
+def _replayed_record(payload: list, workload) -> Tuple[object, Schedule]:
+    """(record, schedule) from a record line's payload, as ``TuningRecord.from_json`` reads it."""
+    trace, run_secs, target, args_info = payload
+    sch = Schedule(workload.mod, debug_mask="none", error_render_level="none")
+    Trace.apply_json_to_schedule(trace, sch)
+    record = ms.database.TuningRecord(
+        sch.trace, workload, run_secs=None if run_secs is None else [float(s) for s in run_secs],
+        target=None if target is None else Target(target),
+        args_info=None if args_info is None else [ArgInfo.from_json(info) for info in args_info])
+    return record, sch
+
+
+def records_in_file_order(path: str) -> List:
+    """Every record of the JSON database in ``path``, in the order it was measured."""
+    return [record for record, _ in replayed_in_file_order(path)]
 
 
 def replay_record(record):

@@ -17,7 +17,7 @@ from ..analysis.issue_bound import issue_latencies, with_issue_floor
 from ..builder.resources import cuda_source_resources
 from ..builder.sass_issue import source_loop_issues
 from ..builder.worker import cuda_sources
-from ..database.records import FAILED_RUN_SECONDS, mean_latency, records_in_file_order, replay_record
+from ..database.records import FAILED_RUN_SECONDS, mean_latency, replayed_in_file_order
 from ..errors import UserError
 from ..hardware import GPUSpec, get_gpu_spec
 from ..search.first_round.arrangement import arrangement_name, fragment_arrangement
@@ -203,7 +203,8 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: boo
     GPU or this host's CPU: records measured elsewhere are judged against that machine. ``ptxas``
     also compiles each CUDA record with nvcc (about a second each) and holds the analyzer's
     registers, spill call and residency against ptxas's report (``registers``)."""
-    records = records_in_file_order(path)
+    replayed = replayed_in_file_order(path)
+    records = [record for record, _ in replayed]
     if ptxas:
         _check_ptxas_possible(records)
     analyzers = {}
@@ -211,12 +212,12 @@ def evaluate_database(path: str, gpu: Optional[str] = None, cpu=None, ptxas: boo
     measured: List[Optional[float]] = []
     registers: List[Optional[List[RegisterCheck]]] = []
     spent = 0.0
-    for record in records:
+    for record, sch in replayed:
         target_key = str(record.target)
         if target_key not in analyzers:
             spec = get_gpu_spec(gpu) if gpu else None
             analyzers[target_key] = StaticAnalyzer.for_target(record.target, gpu=spec, cpu=cpu)
-        mod = replay_record(record).mod  # replaying is not the analyzer's cost
+        mod = sch.mod
         start = time.perf_counter()
         estimates.append(analyzers[target_key].estimate(mod))
         spent += time.perf_counter() - start

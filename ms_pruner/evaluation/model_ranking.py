@@ -18,14 +18,16 @@ import time
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
+from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig
+from tvm.s_tir.meta_schedule.feature_extractor import PerStoreFeature, PyFeatureExtractor
 
 from ..analysis.metrics import ndcg_at_k, recall_at_top, spearman
 from ..cost_model.pacm import PaCMCore, _task_key, pretrained_momentum, read_model_file
 from ..cost_model.training import Sample
 from ..database.lines import require_database_files
-from ..database.records import FAILED_RUN_SECONDS, mean_latency, measured_batch, records_in_file_order, replay_record
+from ..database.records import FAILED_RUN_SECONDS, mean_latency, measured_batch, replayed_in_file_order
 from ..errors import UserError
 from ..tuning.resume import ROUND_LOG, round_log
 
@@ -53,15 +55,48 @@ class MeasuredRun:
     latency: np.ndarray
     samples: List[Sample]
     featurize_us: float
+    xgb_inputs: Optional[tuple] = None
+
+    def stock_inputs(self) -> tuple:
+        """(candidates, runner results, features) as MetaSchedule's XGBModel takes them, made once."""
+        if self.xgb_inputs is None:
+            candidates, results = measured_batch(self.schedules, self.latency)
+            self.xgb_inputs = (candidates, results, FeaturesOnce())
+        return self.xgb_inputs
+
+
+@derived_object
+class FeaturesOnce(PyFeatureExtractor):
+    """MetaSchedule's per-store features, extracted once a candidate: every XGBModel that scores a
+    run (one a seed, one a round boundary) reads the same candidates, and extracting their features
+    costs some 50 ms each, far more than training on them."""
+
+    def __init__(self):
+        super().__init__()
+        self.stock = PerStoreFeature()
+        self.features: Dict[int, object] = {}
+        self.seconds = 0.0
+
+    def extract_from(self, context, candidates):
+        new = [c for c in candidates if c.__chandle__() not in self.features]
+        if new:
+            start = time.perf_counter()
+            for candidate, feature in zip(new, self.stock.extract_from(context, new)):
+                self.features[candidate.__chandle__()] = feature
+            self.seconds += time.perf_counter() - start
+        return [self.features[c.__chandle__()] for c in candidates]
+
+    def us_per_candidate(self) -> float:
+        return self.seconds / max(1, len(self.features)) * 1e6
 
 
 def load_measured(path: str) -> tuple:
     """Records of a database in measurement order, their replayed schedules and mean latencies
     (inf = failed)."""
-    records = records_in_file_order(path)
-    if len(records) < 4:
-        raise UserError(f"'{path}' holds {len(records)} records; evaluate-model needs at least 4")
-    schedules = [replay_record(r) for r in records]
+    replayed = replayed_in_file_order(path)
+    if len(replayed) < 4:
+        raise UserError(f"'{path}' holds {len(replayed)} records; evaluate-model needs at least 4")
+    records, schedules = [r for r, _ in replayed], [s for _, s in replayed]
     latency = np.array([mean_latency(r) if mean_latency(r) < FAILED_RUN_SECONDS else math.inf for r in records])
     return records, schedules, latency
 
@@ -116,16 +151,17 @@ def _xgb_evaluator(warmup: int) -> Callable:
     scores until 100 records are in; ``xgb-trained`` (warmup 0) shows what its features can do."""
     def evaluate(run: MeasuredRun, train: Sequence[int], test: Sequence[int], seed: int, pretrained=None) -> tuple:
         np.random.seed(seed)  # the warm-up answers come from numpy's global generator
-        model = ms.cost_model.XGBModel(config=XGBConfig(seed=seed), num_warmup_samples=warmup)
+        candidates, results, features = run.stock_inputs()
+        model = ms.cost_model.XGBModel(extractor=features, config=XGBConfig(seed=seed), num_warmup_samples=warmup)
         context = ms.TuneContext(mod=run.records[0].workload.mod, target=run.records[0].target, num_threads=1)
-        candidates, results = measured_batch(run.schedules, run.latency)
+        features.extract_from(context, [candidates[i] for i in list(train) + list(test)])
         start = time.perf_counter()
         model.update(context, [candidates[i] for i in train], [results[i] for i in train])
         train_s = time.perf_counter() - start
         start = time.perf_counter()
         scores = np.asarray(model.predict(context, [candidates[i] for i in test]), dtype=np.float64)
         predict_us = (time.perf_counter() - start) / max(1, len(test)) * 1e6
-        return scores, train_s, predict_us, {"predict_includes_features": True}
+        return scores, train_s, predict_us, {"featurize_us": features.us_per_candidate()}
     return evaluate
 
 
