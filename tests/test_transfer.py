@@ -162,6 +162,7 @@ def test_records_read_in_file_order_with_their_schedules_as_metaschedule_reads_t
     import tvm_ffi
 
     from ms_pruner.database import replayed_in_file_order
+    from ms_pruner.database.tools import list_database
 
     if source == "cpu":
         path = os.path.join(TUNED, "matmul_128x128x128_float32_float32")
@@ -183,6 +184,9 @@ def test_records_read_in_file_order_with_their_schedules_as_metaschedule_reads_t
         assert [str(a.as_json()) for a in record.args_info] == [str(a.as_json()) for a in their_record.args_info]
         assert tvm_ffi.structural_equal(sch.mod, their_sch.mod)
     assert [mean_latency(r) for r in records_in_file_order(path)] == [mean_latency(r) for r, _ in expected]
+    listed = list_database(path)  # read with no trace replayed
+    valid = [mean_latency(r) for r, _ in expected if mean_latency(r) < 1e9]
+    assert [(row.records, row.valid, row.best_s) for row in listed] == [(len(expected), len(valid), min(valid))]
     if source == "tensor_core":  # the copy's last line cut short, as a kill leaves it
         record_file = os.path.join(path, "database_tuning_record.json")
         lines = open(record_file, encoding="utf-8").readlines()

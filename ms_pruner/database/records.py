@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import tvm_ffi
 from tvm.s_tir import Schedule, Trace, meta_schedule as ms
@@ -85,19 +85,28 @@ def replayed_in_file_order(path: str) -> List[Tuple[object, Schedule]]:
     """
     require_database_files(path)
     register_tensor_intrinsics()
+    return read_record_lines(path, _replayed_record)
+
+
+def read_record_lines(path: str, read: Callable) -> list:
+    """``read(payload, workload)`` for each line of the record file in ``path``, in file order (the
+    payload as ``TuningRecord.from_json`` takes it: trace, run_secs, target, args_info); a database
+    that does not read is one line. Tensor-core traces name intrinsics: a ``read`` that replays
+    them registers those first."""
+    require_database_files(path)
     workload_file, record_file = database_paths(path)
     try:
         with open(workload_file, encoding="utf-8") as handle:
             workloads = [ms.database.Workload.from_json(json.loads(line)) for line in handle if line.strip()]
-        replayed = []
+        out = []
         with open(record_file, encoding="utf-8") as handle:
             for line in handle:
                 if line.strip():
                     index, payload = json.loads(line)
-                    replayed.append(_replayed_record(payload, workloads[index]))
+                    out.append(read(payload, workloads[index]))
     except Exception as err:  # pylint: disable=broad-except
         raise _corrupt(path, err) from None
-    return replayed
+    return out
 
 
 def _replayed_record(payload: list, workload) -> Tuple[object, Schedule]:
@@ -133,7 +142,11 @@ def replayed_top_records(database, mod, replay_many):
 
 def mean_latency(record) -> float:
     """Mean of ``run_secs`` in seconds; failed builds/runs come back as >= 1e9."""
-    secs = [float(x) for x in record.run_secs] if record.run_secs is not None else []
+    return mean_seconds(record.run_secs)
+
+
+def mean_seconds(run_secs) -> float:
+    secs = [float(x) for x in run_secs] if run_secs is not None else []
     return sum(secs) / len(secs) if secs else float("inf")
 
 

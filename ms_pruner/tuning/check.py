@@ -32,7 +32,7 @@ from ..builder import build_candidate, exported
 from ..builder.runner import KernelWorker, output_of, target_device_type
 from ..emulator import EmulatedChecker, PrimFuncWorkload
 from ..database.records import fastest_records, mean_latency, open_database, records_for, replay_record
-from ..database.tools import records_by_workload_and_target, target_name
+from ..database.tools import list_database, records_by_workload_and_target, target_name
 from ..database.transfer import workload_name
 from ..errors import UserError, last_line, require_positive
 from ..hardware import add_target_options, resolve_target
@@ -144,14 +144,14 @@ def workload_in(work_dir: str, spec: str):
 
 def _listed_name(work_dir: str, name: str) -> bool:
     """Whether ``name`` is one that ``db list`` gives a workload of ``work_dir``; a spec or
-    ``FILE.py:NAME`` is not looked up (reading every record of a large run costs seconds)."""
+    ``FILE.py:NAME`` is taken as one, not looked up among the names."""
     if file_name(name) is not None:
         return False
     try:
         parse_workload(name)
         return False
     except UserError:
-        return any(workload_name(g[0].workload.mod) == name for g in records_by_workload_and_target(work_dir))
+        return any(row.workload == name for row in list_database(work_dir))
 
 
 def _given_or_new(session: Optional[DeviceSession]):
