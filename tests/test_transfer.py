@@ -155,6 +155,25 @@ def _as_metaschedule_reads(path):
     return [(record, replay_record(record)) for record in records]
 
 
+def _show_replays_a_trace_with_the_intrinsics_it_needs(cpu_run, tensor_core_run, tensor_core_records):
+    """``show`` in a new process: a CPU run's best replays without the tensor intrinsics (seconds to
+    register), a tensor-core run's registers them and says what TVM's own records say."""
+    import subprocess
+    import sys
+
+    from ms_pruner.database.records import describe_best
+
+    program = ("import sys\nfrom ms_pruner.cli import main\n"
+               f"assert main(['show', '--work-dir', {cpu_run!r}]) == 0\n"
+               "print('registered', 'tvm.s_tir.tensor_intrin' in sys.modules)\n"
+               f"assert main(['show', '--work-dir', {tensor_core_run!r}]) == 0\n"
+               "print('registered', 'tvm.s_tir.tensor_intrin' in sys.modules)\n")
+    shown = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout
+    lines = shown.strip().splitlines()
+    assert lines[0].startswith("64 records (64 valid); best 117.3 us") and lines[1] == "registered False"
+    assert lines[2:] == [describe_best(tensor_core_records), "registered True"]
+
+
 @pytest.mark.parametrize("source", ["cpu", "tensor_core"])
 def test_records_read_in_file_order_with_their_schedules_as_metaschedule_reads_them(tmp_path, source, capsys):
     """Each record's trace is replayed once; what comes back is what TVM's own reading gives, in file
@@ -187,7 +206,10 @@ def test_records_read_in_file_order_with_their_schedules_as_metaschedule_reads_t
     listed = list_database(path)  # read with no trace replayed
     valid = [mean_latency(r) for r, _ in expected if mean_latency(r) < 1e9]
     assert [(row.records, row.valid, row.best_s) for row in listed] == [(len(expected), len(valid), min(valid))]
-    if source == "tensor_core":  # the copy's last line cut short, as a kill leaves it
+    if source == "tensor_core":
+        _show_replays_a_trace_with_the_intrinsics_it_needs(os.path.join(TUNED, "matmul_128x128x128_float32_float32"),
+                                                           path, [r for r, _ in expected])
+        # The copy's last line cut short, as a kill leaves it.
         record_file = os.path.join(path, "database_tuning_record.json")
         lines = open(record_file, encoding="utf-8").readlines()
         with open(record_file, "w", encoding="utf-8") as handle:

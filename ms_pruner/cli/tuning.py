@@ -9,7 +9,7 @@ import re
 
 from ..cost_model import read_model_file
 from ..database import sole_writer
-from ..database.records import describe_best, group_by_workload, open_database
+from ..database.records import describe_best, group_by_workload, record_lines_in_file_order
 from ..errors import UserError
 from ..hardware import add_target_options, resolve_target
 from ..search import parse_settings, warm_start_line
@@ -171,8 +171,7 @@ def cmd_tune(args) -> int:
 
 
 def cmd_show(args) -> int:
-    database = open_database(args.work_dir)
-    records = list(database.get_all_tuning_records())
+    records = record_lines_in_file_order(args.work_dir)  # one trace replayed a workload: its best's
     if not records:
         print(f"{args.work_dir}: no tuning records")
         return 1

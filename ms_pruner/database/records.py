@@ -126,6 +126,52 @@ def records_in_file_order(path: str) -> List:
     return [record for record, _ in replayed_in_file_order(path)]
 
 
+class RecordLine:
+    """A record as its line holds it: workload, target and ``run_secs`` read, the trace replayed only
+    when it is asked for, so a reader that wants a run's best (``show``, ``check``, ``export``, ``db
+    list``) replays one trace, not one a record. It reads as a ``TuningRecord`` does."""
+
+    def __init__(self, path: str, payload: list, workload, target):
+        self.path, self.payload, self.workload, self.target = path, payload, workload, target
+        self.run_secs = payload[1]
+        self._record = None
+
+    @property
+    def trace(self):
+        return self.tuning_record().trace
+
+    @property
+    def args_info(self):
+        return self.tuning_record().args_info
+
+    def tuning_record(self):
+        """The ``TuningRecord``. The tensor intrinsics (seconds to register) are registered when a
+        trace does not replay without them, so a CPU run's reader never waits for them."""
+        if self._record is None:
+            try:
+                self._record = _replayed_record(self.payload, self.workload)[0]
+            except Exception:  # pylint: disable=broad-except
+                register_tensor_intrinsics()
+                try:
+                    self._record = _replayed_record(self.payload, self.workload)[0]
+                except Exception as err:  # pylint: disable=broad-except
+                    raise _corrupt(self.path, err) from None
+        return self._record
+
+
+def record_lines_in_file_order(path: str) -> List[RecordLine]:
+    """Every record of the JSON database in ``path`` as a ``RecordLine``, in the order it was measured."""
+    targets: Dict[str, object] = {}
+
+    def read(payload: list, workload) -> RecordLine:
+        key = json.dumps(payload[2], sort_keys=True)
+        if key not in targets:
+            targets[key] = None if payload[2] is None else Target(payload[2])
+        return RecordLine(path, payload, workload, targets[key])
+
+    return read_record_lines(path, read)
+
+
 def replay_record(record):
     """The post-processed schedule a record measured (its trace replayed with its decisions)."""
     sch = Schedule(record.workload.mod)
@@ -142,11 +188,7 @@ def replayed_top_records(database, mod, replay_many):
 
 def mean_latency(record) -> float:
     """Mean of ``run_secs`` in seconds; failed builds/runs come back as >= 1e9."""
-    return mean_seconds(record.run_secs)
-
-
-def mean_seconds(run_secs) -> float:
-    secs = [float(x) for x in run_secs] if run_secs is not None else []
+    secs = [float(x) for x in record.run_secs] if record.run_secs is not None else []
     return sum(secs) / len(secs) if secs else float("inf")
 
 
@@ -232,8 +274,12 @@ def workload_flops(mod) -> float:
 def group_by_workload(records) -> Dict[int, List]:
     """Records grouped by their workload object (one group per distinct workload in the file)."""
     groups: Dict[int, List] = {}
+    keys: Dict[int, tuple] = {}  # records read from one file share workload objects: one hash each
     for record in records:
-        groups.setdefault(structural_key(record.workload.mod), []).append(record)
+        workload = record.workload
+        if id(workload) not in keys:  # the object is kept with its key, so its id is not reused
+            keys[id(workload)] = (workload, structural_key(workload.mod))
+        groups.setdefault(keys[id(workload)][1], []).append(record)
     return groups
 
 

@@ -7,16 +7,13 @@ keeps each record's target and says which targets it put together, never silentl
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Dict, List, Sequence
 
 from tvm.s_tir import meta_schedule as ms
 
 from ..errors import UserError
-from tvm.target import Target
-
-from .records import (FAILED_RUN_SECONDS, group_by_workload, is_valid, mean_latency, mean_seconds, open_database,
-                      read_record_lines, records_in_file_order, structural_key)
+from .records import (best_record, group_by_workload, is_valid, mean_latency, open_database,
+                      record_lines_in_file_order, records_in_file_order, structural_key)
 from .transfer import workload_name
 from .writer_lock import sole_writer
 
@@ -38,35 +35,24 @@ def target_name(target) -> str:
 
 
 def records_by_workload_and_target(path: str) -> List[list]:
-    """The records of the database at ``path``, one list per workload and target, in file order."""
+    """The records of the database at ``path`` (``RecordLine``s: a trace is replayed when read), one
+    list per workload and target, in file order."""
     groups: Dict[tuple, list] = {}
-    for key, records in group_by_workload(open_database(path).get_all_tuning_records()).items():
+    for key, records in group_by_workload(record_lines_in_file_order(path)).items():
         for record in records:
             groups.setdefault((key, str(record.target)), []).append(record)
     return list(groups.values())
 
 
 def list_database(path: str) -> List[WorkloadSummary]:
-    """The workloads of the database at ``path``, by target: record counts and best latency.
-
-    Read from the record lines, no trace replayed: opening a JSONDatabase replays every record's
-    trace, some 30-50 ms each for a tensor-core one."""
-    keys: Dict[int, int] = {}
-    groups: Dict[tuple, list] = {}
-    for workload, target, seconds in read_record_lines(path, _workload_target_seconds):
-        key = keys.setdefault(id(workload), structural_key(workload.mod))
-        groups.setdefault((key, target), [workload]).append(seconds)
+    """The workloads of the database at ``path``, by target: record counts and best latency."""
     rows = []
-    for (_, target), (workload, *seconds) in groups.items():
-        valid = [s for s in seconds if s < FAILED_RUN_SECONDS]
-        name = target_name(Target(json.loads(target))) if target != "null" else "no target"
-        rows.append(WorkloadSummary(workload_name(workload.mod), name, len(seconds), len(valid),
-                                    min(valid, default=float("inf"))))
+    for records in records_by_workload_and_target(path):
+        best = best_record(records)
+        rows.append(WorkloadSummary(workload_name(records[0].workload.mod), target_name(records[0].target),
+                                    len(records), sum(1 for r in records if is_valid(r)),
+                                    mean_latency(best) if best is not None else float("inf")))
     return sorted(rows, key=lambda row: (row.workload, row.target))
-
-
-def _workload_target_seconds(payload: list, workload) -> tuple:
-    return workload, json.dumps(payload[2], sort_keys=True), mean_seconds(payload[1])
 
 
 def merge_databases(sources: Sequence[str], out: str, best_only: bool = False) -> Dict[str, int]:
