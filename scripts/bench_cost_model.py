@@ -16,7 +16,10 @@ Writes, under --out-dir:
 - cross_gpu.json.gz / .md: the same with the H100 runs (every workload) as the source and each H200
   run held out: a model pretrained on one GPU, adapted on another's records (MoA's setting; the H200
   has the H100's SM, so this is a shift in memory system, not in architecture);
-- cost_model_bench.json: update with 2000 records, predict 2048 candidates, feature extraction.
+- cost_model_bench.json: update with 2000 records, predict 2048 candidates, feature extraction;
+  ``reading``: a run's records read through TVM's JSONDatabase and replayed, against
+  ``replayed_in_file_order`` (one replay a record) and ``db list`` (none), and XGB scored on seeds
+  0-2 extracting its own features each time, against evaluate-model's features read once.
 """
 
 import argparse
@@ -156,12 +159,64 @@ def budgets():
     return out
 
 
+def _timed(work):
+    start = time.perf_counter()
+    out = work()
+    return out, time.perf_counter() - start
+
+
+def _stock_xgb_scores(run, train, test, seed):
+    """What evaluate-model's XGB did before it read features once: a fresh model extracting its own."""
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.cost_model.xgb_model import XGBConfig
+
+    from ms_pruner.database.records import measured_batch
+
+    np.random.seed(seed)
+    model = ms.cost_model.XGBModel(config=XGBConfig(seed=seed), num_warmup_samples=100)
+    context = ms.TuneContext(mod=run.records[0].workload.mod, target=run.records[0].target, num_threads=1)
+    candidates, results = measured_batch(run.schedules, run.latency)
+    model.update(context, [candidates[i] for i in train], [results[i] for i in train])
+    return np.asarray(model.predict(context, [candidates[i] for i in test]), dtype=np.float64)
+
+
+def reading(runs, names) -> dict:
+    """Seconds to read each run: TVM's JSONDatabase (every trace replayed as it opens, the record
+    list by latency) and each record replayed again for its schedule, against ours."""
+    from ms_pruner.database import open_database, replay_record, replayed_in_file_order
+    from ms_pruner.database.tools import list_database
+    from ms_pruner.evaluation.model_ranking import EVALUATORS, load_run, train_count
+
+    out = {}
+    for path in runs:
+        records, opened_s = _timed(lambda: list(open_database(path).get_all_tuning_records()))
+        _, replayed_s = _timed(lambda: [replay_record(r) for r in records])
+        ours, ours_s = _timed(lambda: replayed_in_file_order(path))
+        listed, listed_s = _timed(lambda: list_database(path))
+        run = load_run(path)
+        n_train = train_count(len(run.records), 0.5)
+        train, test = list(range(n_train)), list(range(n_train, len(run.records)))
+        stock, stock_s = _timed(lambda: [_stock_xgb_scores(run, train, test, seed) for seed in SEEDS])
+        once, once_s = _timed(lambda: [EVALUATORS["xgb"](run, train, test, seed)[0] for seed in SEEDS])
+        out[names[path]] = {
+            "records": len(records), "tvm_database_open_s": opened_s, "tvm_open_and_replay_s": opened_s + replayed_s,
+            "replayed_in_file_order_s": ours_s, "db_list_s": listed_s,
+            "same_records": len(ours) == len(records) and sum(row.records for row in listed) == len(records),
+            "xgb_seeds_0_2_own_features_s": stock_s, "xgb_seeds_0_2_features_once_s": once_s,
+            "xgb_same_scores": all(np.array_equal(a, b) for a, b in zip(stock, once))}
+        print(names[path], out[names[path]])
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out-dir", default="docs/results/cpu")
     parser.add_argument("--models", default="analyzer,pacm,pacm-transformer,xgb")
     parser.add_argument("--skip", default="",
-                        help="comma list of parts to skip: table, rounds, transfer, cross_gpu, budgets")
+                        help="comma list of parts to skip: table, rounds, transfer, cross_gpu, budgets, reading")
+    parser.add_argument("--read", default="mm4096_f16f32_stock_evolutionary,pruner-20261126-050343,"
+                                          "stock-20261127-235610",
+                        help="the runs the reading part times (comma list of run-name endings)")
     args = parser.parse_args()
     import torch
 
@@ -194,9 +249,12 @@ def main():
             transfer(runs, names, work, common, args.out_dir)
         if "cross_gpu" not in skip:
             cross_gpu(runs, names, work, common, args.out_dir)
+        read = [path for path in runs if path.endswith(tuple(args.read.split(",")))]
+        timing = dict(common, reading=reading(read, names)) if "reading" not in skip else dict(common)
     if "budgets" not in skip:
-        timing = dict(common, **budgets())
+        timing.update(budgets())
         print(timing)
+    if "budgets" not in skip or "reading" not in skip:
         write_json(os.path.join(args.out_dir, "cost_model_bench.json"), timing)
 
 
