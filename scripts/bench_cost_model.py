@@ -227,6 +227,7 @@ def main():
     models = args.models.split(",")
     skip = set(args.skip.split(","))
     common = {**provenance(), "torch_threads": torch.get_num_threads()}
+    timing = dict(common, **budgets()) if "budgets" not in skip else dict(common)  # first: its features cold
     with tempfile.TemporaryDirectory() as work:
         runs = evaluated_runs(work)
         names = {path: run_name(path) for path in runs}
@@ -249,11 +250,9 @@ def main():
             transfer(runs, names, work, common, args.out_dir)
         if "cross_gpu" not in skip:
             cross_gpu(runs, names, work, common, args.out_dir)
-        read = [path for path in runs if path.endswith(tuple(args.read.split(",")))]
-        timing = dict(common, reading=reading(read, names)) if "reading" not in skip else dict(common)
-    if "budgets" not in skip:
-        timing.update(budgets())
-        print(timing)
+        if "reading" not in skip:
+            timing["reading"] = reading([path for path in runs if path.endswith(tuple(args.read.split(",")))], names)
+            print(timing)
     if "budgets" not in skip or "reading" not in skip:
         write_json(os.path.join(args.out_dir, "cost_model_bench.json"), timing)
 
